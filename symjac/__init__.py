@@ -1,0 +1,41 @@
+"""symjac: exact derivatives of NumPy functions, shown as SymPy and run as Numba kernels.
+
+>>> import numpy as np, symjac as sj
+>>> f = lambda x: np.sin(x[0]) * x[1]
+>>> sj.jacobian(f).symbolic(np.zeros(2))
+[x_1*cos(x_0), sin(x_0)]
+"""
+
+from ._api import Transform as Transform
+from ._api import divergence as divergence
+from ._api import grad as grad
+from ._api import hessian as hessian
+from ._api import hvp as hvp
+from ._api import jacobian as jacobian
+from ._api import jit as jit
+from ._api import jvp as jvp
+from ._api import laplacian as laplacian
+from ._api import vjp as vjp
+from ._caches import cache_info as cache_info
+from ._caches import clear_caches as clear_caches
+from ._caches import wait_for_kernels as wait_for_kernels
+from ._config import compile_mode as compile_mode
+from ._config import compiling as compiling
+from ._config import set_compile_mode as set_compile_mode
+from ._dispatch import CacheInfo as CacheInfo
+from ._dispatch import KernelInfo as KernelInfo
+from ._errors import (
+    ArgumentError as ArgumentError,
+    ArityError as ArityError,
+    CompileError as CompileError,
+    InputTypeError as InputTypeError,
+    NonScalarOutputError as NonScalarOutputError,
+    ShapeError as ShapeError,
+    SymjacError as SymjacError,
+    TracerControlFlowError as TracerControlFlowError,
+    TracerConversionError as TracerConversionError,
+    UnsupportedOperationError as UnsupportedOperationError,
+)
+from ._primitives import supported_operations as supported_operations
+
+__version__ = "0.1.0"

@@ -1,0 +1,344 @@
+"""Array-level building blocks the primitive table is written with.
+
+Elementwise application with broadcasting, reductions over axes, tensor
+contractions and structural (shape) operations, all on SymArrays.  Scalar work
+is delegated to the node builders in ``_graph``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from . import _graph as g
+from ._errors import UnsupportedOperationError
+from ._symarray import SymArray, as_elems, from_object_array, unsupported
+
+# ----- dtypes ------------------------------------------------------------------------
+
+_PROBE = {bool: True, int: 1, float: 1.0}
+
+
+def _probe(dtype):
+    if dtype in _PROBE:
+        return _PROBE[dtype]
+    return np.ones((), dtype=dtype)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ufunc_dtype(ufunc: np.ufunc, dtypes: tuple) -> np.dtype:
+    with np.errstate(all="ignore"):
+        return np.asarray(ufunc(*(_probe(d) for d in dtypes))).dtype
+
+
+def result_dtype(func: Callable, *dtypes) -> np.dtype:
+    """The dtype NumPy gives ``func`` applied to arrays (or Python scalars) of ``dtypes``."""
+    if isinstance(func, np.ufunc):
+        return _ufunc_dtype(func, dtypes)
+    return np.result_type(*(_probe(d) for d in dtypes))
+
+
+def float_dtype(dtype) -> np.dtype:
+    """``dtype`` if it is floating, else float64 (as NumPy's float functions do)."""
+    dtype = np.dtype(dtype) if not isinstance(dtype, type) or dtype not in _PROBE else dtype
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        return dtype
+    return np.dtype(np.float64)
+
+
+# ----- elementwise -------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _vectorized(fn: Callable, nin: int) -> np.ufunc:
+    return np.frompyfunc(fn, nin, 1)
+
+
+def _boxed(value) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    box = np.empty((), dtype=object)
+    box[()] = value
+    return box
+
+
+def elementwise(fn: Callable, operands: Sequence, dtype) -> SymArray:
+    """``fn`` (on scalar nodes) applied over broadcast operands."""
+    elems = [as_elems(o)[0] for o in operands]
+    out = _vectorized(fn, len(elems))(*elems)
+    return SymArray(_boxed(out), dtype)
+
+
+def ufunc_builder(ufunc: np.ufunc, fn: Callable, out_dtype: Callable | None = None) -> Callable:
+    """A primitive's build function for an elementwise NumPy ufunc."""
+
+    def build(*operands, **kwargs):
+        _reject_kwargs(ufunc.__name__, kwargs, allowed=("dtype", "casting", "order", "subok"))
+        dtypes = tuple(as_elems(o)[1] for o in operands)
+        dtype = out_dtype(*dtypes) if out_dtype else result_dtype(ufunc, *dtypes)
+        if kwargs.get("dtype") is not None:
+            dtype = np.dtype(kwargs["dtype"])
+        return elementwise(fn, operands, dtype)
+
+    return build
+
+
+def _reject_kwargs(name: str, kwargs: dict, allowed: tuple = ()) -> None:
+    bad = [k for k, v in kwargs.items() if k not in allowed and v is not None]
+    if bad:
+        raise UnsupportedOperationError(
+            f"np.{name}(..., {bad[0]}=...) is not supported while tracing; call it "
+            f"without {bad[0]}."
+        )
+
+
+def truth(node):
+    """A node as a condition: booleans as they are, numbers compared with zero."""
+    if node.is_Relational or node.is_Boolean or node.is_Symbol:
+        return node
+    return g.compare(g.sp.Ne, node, g.ZERO)
+
+
+# ----- reductions --------------------------------------------------------------------
+
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1):
+            raise np.exceptions.AxisError(a, ndim)
+        out.append(a % ndim if ndim else 0)
+    return tuple(out)
+
+
+def reduce(x, axis, keepdims: bool, combine: Callable[[list], object], dtype) -> SymArray:
+    """``combine`` (a list of nodes -> node) over the given axes."""
+    x = from_object_array(x)
+    e = x.elems
+    axes = normalize_axes(axis, e.ndim)
+    keep = [a for a in range(e.ndim) if a not in axes]
+    moved = np.transpose(e, keep + list(axes))
+    kept_shape = tuple(e.shape[a] for a in keep)
+    count = math.prod(e.shape[a] for a in axes)
+    rows = moved.reshape(-1, count) if moved.size else np.empty((math.prod(kept_shape), 0), object)
+    out = np.empty(rows.shape[0], dtype=object)
+    for i in range(rows.shape[0]):
+        out[i] = combine(list(rows[i]))
+    out = out.reshape(kept_shape)
+    if keepdims:
+        out = out.reshape(tuple(1 if a in axes else n for a, n in enumerate(e.shape)))
+    return SymArray(out, dtype)
+
+
+def pairwise(combine2: Callable, items: list):
+    """Combine a non-empty list in a balanced tree (depth log n, not n)."""
+    if not items:
+        raise ValueError("zero-size reduction has no identity")
+    while len(items) > 1:
+        nxt = [combine2(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
+        if len(items) % 2:
+            nxt.append(items[-1])
+        items = nxt
+    return items[0]
+
+
+def scan(x, axis, step: Callable) -> SymArray:
+    """Running combination along ``axis`` (cumsum / cumprod); flattens when None."""
+    x = from_object_array(x)
+    e = x.elems.reshape(-1) if axis is None else x.elems
+    ax = 0 if axis is None else normalize_axes(axis, e.ndim)[0]
+    moved = np.moveaxis(e, ax, -1).copy()
+    for idx in np.ndindex(moved.shape[:-1]):
+        row = moved[idx]
+        for k in range(1, row.shape[0]):
+            row[k] = step(row[k - 1], row[k])
+    return SymArray(np.moveaxis(moved, -1, ax), x.dtype)
+
+
+# ----- contractions ------------------------------------------------------------------
+
+
+def _dot_rows(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
+    """C[i, j] = sum_k A[i, k] * B[k, j] for object matrices."""
+    m, k = a_rows.shape
+    n = b_cols.shape[1]
+    out = np.empty((m, n), dtype=object)
+    for i in range(m):
+        row = a_rows[i]
+        for j in range(n):
+            col = b_cols[:, j]
+            out[i, j] = g.add(*[g.mul(row[t], col[t]) for t in range(k)])
+    return out
+
+
+def tensordot(a, b, axes_a: Sequence[int], axes_b: Sequence[int]) -> SymArray:
+    """Contract ``a``'s ``axes_a`` with ``b``'s ``axes_b`` (free axes of a, then of b)."""
+    ea, da = as_elems(a)
+    eb, db = as_elems(b)
+    axes_a = [x % ea.ndim for x in axes_a]
+    axes_b = [x % eb.ndim for x in axes_b]
+    free_a = [i for i in range(ea.ndim) if i not in axes_a]
+    free_b = [i for i in range(eb.ndim) if i not in axes_b]
+    for x, y in zip(axes_a, axes_b):
+        if ea.shape[x] != eb.shape[y]:
+            raise ValueError(
+                f"shape mismatch for contraction: {ea.shape} axis {x} vs {eb.shape} axis {y}"
+            )
+    k = math.prod(ea.shape[x] for x in axes_a)
+    A = np.transpose(ea, free_a + axes_a).reshape(-1, k)
+    B = np.transpose(eb, axes_b + free_b).reshape(k, -1)
+    out = _dot_rows(A, B).reshape(
+        tuple(ea.shape[i] for i in free_a) + tuple(eb.shape[i] for i in free_b)
+    )
+    return SymArray(out, result_dtype(np.multiply, da, db))
+
+
+def matmul(a, b) -> SymArray:
+    ea, da = as_elems(a)
+    eb, db = as_elems(b)
+    if ea.ndim == 0 or eb.ndim == 0:
+        raise ValueError("matmul: input operand does not have enough dimensions")
+    va, vb = ea.ndim == 1, eb.ndim == 1
+    A = ea[None, :] if va else ea
+    B = eb[:, None] if vb else eb
+    if A.shape[-1] != B.shape[-2]:
+        raise ValueError(
+            f"matmul: mismatch in core dimension: {ea.shape} @ {eb.shape} "
+            f"({A.shape[-1]} != {B.shape[-2]})"
+        )
+    batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    A = np.broadcast_to(A, batch + A.shape[-2:])
+    B = np.broadcast_to(B, batch + B.shape[-2:])
+    out = np.empty(batch + (A.shape[-2], B.shape[-1]), dtype=object)
+    for idx in np.ndindex(batch):
+        out[idx] = _dot_rows(A[idx], B[idx])
+    if va:
+        out = out[..., 0, :]
+    if vb:
+        out = out[..., 0]
+    return SymArray(out, result_dtype(np.multiply, da, db))
+
+
+def dot(a, b) -> SymArray:
+    ea, _ = as_elems(a)
+    eb, _ = as_elems(b)
+    if ea.ndim == 0 or eb.ndim == 0:
+        return elementwise(g.mul, (a, b), result_dtype(np.multiply, as_elems(a)[1], as_elems(b)[1]))
+    if eb.ndim == 1:
+        return tensordot(a, b, [-1], [0])
+    return tensordot(a, b, [-1], [-2])
+
+
+def einsum(subscripts: str, *operands) -> SymArray:
+    """``np.einsum`` for explicit and implicit subscripts (with ``...``)."""
+    if not isinstance(subscripts, str):
+        raise UnsupportedOperationError("np.einsum with operand/sublist arguments")
+    elems = [as_elems(o) for o in operands]
+    spec = subscripts.replace(" ", "")
+    inputs, _, output = spec.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(elems):
+        raise ValueError(f"einsum: {len(terms)} subscripts for {len(elems)} operands")
+    spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in spec)
+    ell: list[str] = []
+    expanded = []
+    for term, (e, _) in zip(terms, elems):
+        if "..." in term:
+            n = e.ndim - (len(term) - 3)
+            while len(ell) < n:
+                ell.insert(0, next(spare))
+            term = term.replace("...", "".join(ell[len(ell) - n :]))
+        if len(term) != e.ndim:
+            raise ValueError(f"einsum: subscripts '{term}' do not match an operand of ndim {e.ndim}")
+        expanded.append(term)
+    if "->" in spec:
+        output = output.replace("...", "".join(ell))
+    else:
+        counts = {c: "".join(expanded).count(c) for c in set("".join(expanded))}
+        output = "".join(ell) + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    sizes: dict[str, int] = {}
+    for term, (e, _) in zip(expanded, elems):
+        for c, n in zip(term, e.shape):
+            if sizes.setdefault(c, n) != n:
+                if sizes[c] == 1:
+                    sizes[c] = n
+                elif n != 1:
+                    raise ValueError(f"einsum: size mismatch for index '{c}': {sizes[c]} vs {n}")
+    summed = [c for c in sizes if c not in output]
+    out = np.empty(tuple(sizes[c] for c in output), dtype=object)
+    for oidx in np.ndindex(out.shape):
+        env = dict(zip(output, oidx))
+        terms_ = []
+        for sidx in itertools.product(*(range(sizes[c]) for c in summed)):
+            env.update(zip(summed, sidx))
+            factors = [
+                e[tuple(env[c] if e.shape[i] != 1 else 0 for i, c in enumerate(term))]
+                for term, (e, _) in zip(expanded, elems)
+            ]
+            terms_.append(g.mul(*factors))
+        out[oidx] = g.add(*terms_)
+    dtype = result_dtype(np.multiply, *(d for _, d in elems)) if len(elems) > 1 else elems[0][1]
+    return SymArray(out, dtype)
+
+
+# ----- structure ---------------------------------------------------------------------
+
+
+def structural(np_func: Callable) -> Callable:
+    """A build function for a NumPy function that only moves elements around:
+    applied to the object array of nodes directly (reshape, transpose, flip...)."""
+
+    def build(x, *args, **kwargs):
+        x = from_object_array(x)
+        return SymArray(np.asarray(np_func(x.elems, *args, **kwargs), dtype=object), x.dtype)
+
+    build.__name__ = np_func.__name__
+    return build
+
+
+def joining(np_func: Callable) -> Callable:
+    """A build function for functions over a sequence of arrays (stack, concatenate)."""
+
+    def build(arrays, *args, **kwargs):
+        if isinstance(arrays, (SymArray, np.ndarray)):
+            arrays = list(arrays)
+        parts = [from_object_array(a) for a in arrays]
+        if not parts:
+            raise ValueError(f"{np_func.__name__}: need at least one array")
+        kwargs.pop("dtype", None)
+        kwargs.pop("casting", None)
+        elems = np_func([p.elems for p in parts], *args, **kwargs)
+        return SymArray(np.asarray(elems, dtype=object), np.result_type(*(p.dtype for p in parts)))
+
+    build.__name__ = np_func.__name__
+    return build
+
+
+def filled_like(value) -> Callable:
+    """``zeros_like`` / ``ones_like`` / ``empty_like``: a traced array of constants
+    (which the function may then assign into)."""
+
+    def build(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+        a_shape = np.shape(a) if not isinstance(a, SymArray) else a.shape
+        a_dtype = a.dtype if isinstance(a, SymArray) else np.asarray(a).dtype
+        shape = a_shape if shape is None else shape
+        elems = np.full(shape, g.const(value), dtype=object)
+        return SymArray(elems, np.dtype(dtype) if dtype is not None else a_dtype)
+
+    return build
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    shape = a.shape if shape is None else shape
+    fill = from_object_array(fill_value)
+    elems = np.empty(shape, dtype=object)
+    elems[...] = fill.elems
+    return SymArray(elems, np.dtype(dtype) if dtype is not None else a.dtype)

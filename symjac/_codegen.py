@@ -1,0 +1,416 @@
+"""Code generation: DAG -> SSA program -> readable Numba kernel source.
+
+The DAG is first *lowered* to an SSA program: a list of scalar operations
+(``add``, ``mul``, ``sin``, ``select``, ...) with explicit operand order.  The
+program is the single source of truth for what a kernel computes; the Numba
+printer below renders it, and the tape interpreter (``_tape``) executes it,
+so both give the same bits.  SymPy's own code printers reorder terms and
+factors for readability, which would break that guarantee, so they are used
+for showing expressions (``.symbolic()``), not for kernels.
+
+Printing inlines every value used once into its consumer and names values
+used more than once (``t0 = ...``), so kernels stay short: one line per
+shared temporary and one per output entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import keyword
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
+
+from . import _graph as g
+
+FUNCTIONS = {
+    sp.sin: "sin", sp.cos: "cos", sp.tan: "tan", sp.asin: "arcsin", sp.acos: "arccos",
+    sp.atan: "arctan", sp.sinh: "sinh", sp.cosh: "cosh", sp.tanh: "tanh",
+    sp.asinh: "arcsinh", sp.acosh: "arccosh", sp.atanh: "arctanh", sp.exp: "exp",
+    expm1: "expm1", sp.log: "log", log1p: "log1p", sp.Abs: "abs", sp.sign: "sign",
+    sp.floor: "floor", sp.ceiling: "ceil", sp.atan2: "arctan2", sp.Max: "maximum",
+    sp.Min: "minimum",
+}
+COMPARISONS = {
+    sp.StrictLessThan: "lt", sp.LessThan: "le", sp.StrictGreaterThan: "gt",
+    sp.GreaterThan: "ge", sp.Eq: "eq", sp.Ne: "ne",
+}
+LOGIC = {sp.And: "and", sp.Or: "or", sp.Xor: "xor"}
+
+#: Every SSA opcode, in a fixed order (the tape interpreter's numbering).
+OPCODES = (
+    "load", "const", "add", "sub", "mul", "div", "neg", "pow", "sqrt",
+    *sorted(set(FUNCTIONS.values())), *COMPARISONS.values(), "and", "or", "xor", "not",
+    "select",
+)
+
+
+@dataclass
+class Program:
+    """A straight-line SSA program.
+
+    ``ops[k] = (opcode, operand value ids, payload)``; payload is
+    ``(input index, flat index)`` for ``load`` and the number for ``const``.
+    ``stores`` are ``(output index, flat index, value id)``; ``const_stores``
+    are the outputs' constant entries ``(output index, flat index, number)``.
+    """
+
+    ops: list[tuple] = field(default_factory=list)
+    stores: list[tuple[int, int, int]] = field(default_factory=list)
+    const_stores: list[tuple[int, int, float]] = field(default_factory=list)
+
+
+class _Lowering:
+    def __init__(self, symbols: dict):
+        self.symbols = symbols  # Symbol -> (input index, flat index)
+        self.program = Program()
+        self.memo: dict = {}
+        self.consts: dict = {}
+
+    def emit(self, op: str, args: tuple = (), payload=None) -> int:
+        self.program.ops.append((op, args, payload))
+        return len(self.program.ops) - 1
+
+    def const(self, value: float) -> int:
+        key = (float(value), np.signbit(value))
+        if key not in self.consts:
+            self.consts[key] = self.emit("const", (), float(value))
+        return self.consts[key]
+
+    def value(self, node) -> int:
+        """The SSA value of ``node``, lowering what it needs that is not yet lowered."""
+        memo = self.memo
+        if node in memo:
+            return memo[node]
+        if g.is_leaf(node):
+            memo[node] = self._leaf(node)
+            return memo[node]
+        for sub in g.topo_order([node], done=memo):
+            memo[sub] = self._lower(sub)
+        return memo[node]
+
+    def _leaf(self, node) -> int:
+        if node.is_Symbol:
+            if node not in self.symbols:
+                raise AssertionError(f"symbol {node} is not a kernel input")
+            return self.emit("load", (), self.symbols[node])
+        if node is g.TRUE or node is g.FALSE:
+            return self.const(1.0 if node is g.TRUE else 0.0)
+        return self.const(_number(node))
+
+    def is_const(self, value: int) -> bool:
+        return self.program.ops[value][0] == "const"
+
+    def _lower(self, node) -> int:
+        if g.is_leaf(node):
+            return self._leaf(node)
+        if all(self.is_const(self.value(a)) for a in g.operands(node)):
+            # a constant subexpression such as sqrt(2): fold it to one number
+            if node.is_Relational or node.is_Boolean:
+                return self.const(1.0 if bool(node.func(*g.operands(node))) else 0.0)
+            return self.const(_number(node))
+        head = node.func
+        v = self.value
+        if head is g.Add:
+            return self._sum(node.args)
+        if head is g.Mul:
+            return self._product(node.args)
+        if head is g.Pow:
+            return self._power(*node.args)
+        if head is g.Piecewise:
+            pairs = [p.args for p in node.args]
+            out = v(pairs[-1][0])
+            for value, cond in reversed(pairs[:-1]):
+                out = self.emit("select", (v(cond), v(value), out))
+            return out
+        if head in COMPARISONS:
+            return self.emit(COMPARISONS[head], (v(node.args[0]), v(node.args[1])))
+        if head in LOGIC:
+            args = [v(a) for a in node.args]
+            out = args[0]
+            for a in args[1:]:
+                out = self.emit(LOGIC[head], (out, a))
+            return out
+        if head is sp.Not:
+            return self.emit("not", (v(node.args[0]),))
+        if head in FUNCTIONS:
+            return self.emit(FUNCTIONS[head], tuple(v(a) for a in node.args))
+        raise NotImplementedError(f"no kernel code for {head.__name__}")
+
+    def _sum(self, terms) -> int:
+        acc = None
+        for term in terms:
+            negative = term.func is g.Mul and term.args[0].is_Number and term.args[0] < 0
+            if negative:
+                value = self.value(g.mul(-term.args[0], *term.args[1:]))
+            elif term.is_Number and term < 0 and acc is not None:
+                negative, value = True, self.const(-_number(term))
+            else:
+                value = self.value(term)
+            if acc is None:
+                acc = self.emit("neg", (value,)) if negative else value
+            else:
+                acc = self.emit("sub" if negative else "add", (acc, value))
+        return acc
+
+    def _product(self, factors) -> int:
+        coeff = factors[0] if factors[0].is_Number else g.ONE
+        rest = factors[1:] if factors[0].is_Number else factors
+        numer, denom = [], []
+        for f in rest:
+            if f.func is g.Pow and f.args[1].is_Integer and f.args[1] < 0:
+                denom.append(g.pow_(f.args[0], -f.args[1]))
+            else:
+                numer.append(f)
+        negate = coeff < 0
+        coeff = abs(coeff)
+        if coeff.is_Rational and coeff.q != 1:
+            denom.insert(0, sp.Integer(coeff.q))
+            coeff = sp.Integer(coeff.p)
+        acc = None if coeff == 1 else self.const(_number(coeff))
+        for f in numer:
+            acc = self.value(f) if acc is None else self.emit("mul", (acc, self.value(f)))
+        if acc is None:
+            acc = self.const(1.0)
+        if denom:
+            d = None
+            for f in denom:
+                d = self.value(f) if d is None else self.emit("mul", (d, self.value(f)))
+            acc = self.emit("div", (acc, d))
+        return self.emit("neg", (acc,)) if negate else acc
+
+    def _power(self, base, exp) -> int:
+        b = self.value(base)
+        if exp == 2:
+            return self.emit("mul", (b, b))
+        if exp == g.HALF:
+            return self.emit("sqrt", (b,))
+        if exp == -1:
+            return self.emit("div", (self.const(1.0), b))
+        if exp == -2:
+            return self.emit("div", (self.const(1.0), self.emit("mul", (b, b))))
+        if exp == -g.HALF:
+            return self.emit("div", (self.const(1.0), self.emit("sqrt", (b,))))
+        return self.emit("pow", (b, self.value(exp)))
+
+
+def _number(node) -> float:
+    if node is sp.oo:
+        return float("inf")
+    if node is -sp.oo or node == -sp.oo:
+        return float("-inf")
+    if node is sp.nan:
+        return float("nan")
+    return float(node.evalf(17)) if not node.is_Number else float(node)
+
+
+def lower(symbols: dict, outputs: Sequence[np.ndarray]) -> Program:
+    """Lower output arrays of nodes to an SSA program.
+
+    ``symbols`` maps input Symbols to ``(input index, flat index)``.  Zero
+    entries are left out (kernels write into zeroed outputs); other constant
+    entries become ``const_stores``.
+    """
+    lowering = _Lowering(symbols)
+    program = lowering.program
+    for k, elems in enumerate(outputs):
+        for flat, node in enumerate(elems.reshape(-1)):
+            if node.is_Number or node is g.TRUE or node is g.FALSE:
+                value = 1.0 if node is g.TRUE else 0.0 if node is g.FALSE else _number(node)
+                if value != 0 or np.signbit(value):
+                    program.const_stores.append((k, flat, value))
+            else:
+                value = lowering.value(node)
+                if lowering.is_const(value):
+                    program.const_stores.append((k, flat, program.ops[value][2]))
+                else:
+                    program.stores.append((k, flat, value))
+    return _prune(program)
+
+
+def _prune(program: Program) -> Program:
+    """Drop operations no store needs (lowering a node whole, then using a
+    rewritten form of it, leaves such ops behind) and renumber the rest."""
+    live = [False] * len(program.ops)
+    for _, _, value in program.stores:
+        live[value] = True
+    for k in range(len(program.ops) - 1, -1, -1):
+        if live[k]:
+            for a in program.ops[k][1]:
+                live[a] = True
+    new_id, ops = {}, []
+    for k, (op, args, payload) in enumerate(program.ops):
+        if live[k]:
+            new_id[k] = len(ops)
+            ops.append((op, tuple(new_id[a] for a in args), payload))
+    stores = [(o, f, new_id[v]) for o, f, v in program.stores]
+    return Program(ops, stores, program.const_stores)
+
+
+# ----- printing ---------------------------------------------------------------------------
+
+_PREC = {"add": 50, "sub": 50, "mul": 60, "div": 60, "neg": 70, "pow": 80}
+_CMP_SYMBOL = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_ATOM = 100
+_INLINE_DEPTH = 12
+
+
+@dataclass
+class KernelSpec:
+    """Everything needed to print one kernel."""
+
+    name: str
+    inputs: list[tuple[str, tuple[int, ...]]]  # parameter name, kernel-side shape
+    outputs: list[tuple[int, ...]]  # kernel-side shapes
+    dtype: np.dtype  # compute dtype
+    title: str
+
+
+def safe_names(names: Sequence[str]) -> list[str]:
+    """Parameter names usable in kernel source: valid, unique, never ``t12``/``out0``/``np``."""
+    out: list[str] = []
+    for name in names:
+        name = re.sub(r"\W", "_", name) or "arg"
+        if name[0].isdigit() or keyword.iskeyword(name) or re.fullmatch(r"(t|out|flat|_C)\d*|np|njit|k", name):
+            name = f"arg_{name}"
+        while name in out:
+            name += "_"
+        out.append(name)
+    return out
+
+
+def _literal(value: float, dtype: np.dtype) -> str:
+    if np.isnan(value):
+        text = "np.nan"
+    elif np.isinf(value):
+        text = "np.inf" if value > 0 else "-np.inf"
+    else:
+        text = repr(float(value))
+    return f"np.float32({text})" if dtype == np.float32 else text
+
+
+def _index(shape: tuple[int, ...], flat: int) -> str:
+    if len(shape) <= 1:
+        return str(flat)
+    return ", ".join(map(str, np.unravel_index(flat, shape)))
+
+
+class _Printer:
+    def __init__(self, program: Program, spec: KernelSpec):
+        self.program, self.spec = program, spec
+        uses = [0] * len(program.ops)
+        for _, args, _ in program.ops:
+            for a in args:
+                uses[a] += 1
+        for _, _, value in program.stores:
+            uses[value] += 1
+        self.uses = uses
+        self.text: dict[int, tuple[str, int]] = {}  # value -> (expression, precedence)
+        self.depth: dict[int, int] = {}
+        self.lines: list[str] = []
+        self.n_temps = 0
+
+    def operand(self, value: int, min_prec: int) -> str:
+        text, prec = self.text[value]
+        return f"({text})" if prec < min_prec else text
+
+    def render(self, k: int) -> tuple[str, int]:
+        op, args, payload = self.program.ops[k]
+        dt = self.spec.dtype
+        if op == "load":
+            i, flat = payload
+            name, shape = self.spec.inputs[i]
+            return f"{name}[{_index(shape, flat)}]", _ATOM
+        if op == "const":
+            text = _literal(payload, dt)
+            return text, (70 if text.startswith("-") else _ATOM)
+        if op in ("add", "sub", "mul", "div"):
+            p = _PREC[op]
+            sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+            return f"{self.operand(args[0], p)} {sym} {self.operand(args[1], p + 1)}", p
+        if op == "neg":
+            return f"-{self.operand(args[0], 71)}", 70
+        if op == "pow":
+            return f"{self.operand(args[0], _ATOM)}**{self.operand(args[1], _ATOM)}", 80
+        if op in _CMP_SYMBOL:
+            return f"{self.operand(args[0], 50)} {_CMP_SYMBOL[op]} {self.operand(args[1], 50)}", 40
+        if op == "not":
+            return f"not {self.operand(args[0], 31)}", 30
+        if op in ("and", "or"):
+            p = 20 if op == "and" else 10
+            return f"{self.operand(args[0], p)} {op} {self.operand(args[1], p + 1)}", p
+        if op == "xor":
+            return f"{self.operand(args[0], 41)} != {self.operand(args[1], 41)}", 40
+        if op == "select":
+            c, a, b = args
+            return f"{self.operand(a, 6)} if {self.operand(c, 6)} else {self.operand(b, 5)}", 5
+        return f"np.{op}({', '.join(self.operand(a, 0) for a in args)})", _ATOM
+
+    def run(self) -> list[str]:
+        for k, (op, args, _) in enumerate(self.program.ops):
+            text, prec = self.render(k)
+            depth = 1 + max((self.depth[a] for a in args), default=0)
+            named = op not in ("load", "const") and (self.uses[k] > 1 or depth > _INLINE_DEPTH)
+            if named:
+                name = f"t{self.n_temps}"
+                self.n_temps += 1
+                self.lines.append(f"{name} = {text}")
+                text, prec, depth = name, _ATOM, 0
+            self.text[k] = (text, prec)
+            self.depth[k] = depth
+        for out, flat, value in self.program.stores:
+            target = f"out{out}[{_index(self.spec.outputs[out], flat)}]"
+            self.lines.append(f"{target} = {self.text[value][0]}")
+        return self.lines
+
+
+def kernel_source(program: Program, spec: KernelSpec) -> str:
+    """The Python/Numba source of a kernel module for ``program``."""
+    body = _Printer(program, spec).run()
+    const_blocks, const_lines = [], []
+    by_output: dict[int, list[tuple[int, float]]] = {}
+    for out, flat, value in program.const_stores:
+        by_output.setdefault(out, []).append((flat, value))
+    for out, items in sorted(by_output.items()):
+        if len(items) <= 8:
+            const_lines += [
+                f"out{out}[{_index(spec.outputs[out], f)}] = {_literal(v, spec.dtype)}" for f, v in items
+            ]
+            continue
+        idx = ", ".join(str(f) for f, _ in items)
+        vals = ", ".join(repr(float(v)) for _, v in items)
+        const_blocks.append(f"_C{out}_IDX = np.array([{idx}], dtype=np.int64)")
+        const_blocks.append(f"_C{out}_VAL = np.array([{vals}], dtype=np.{spec.dtype})")
+        const_lines += [
+            f"flat{out} = out{out}.reshape(-1)",
+            f"for k in range(_C{out}_IDX.shape[0]):",
+            f"    flat{out}[_C{out}_IDX[k]] = _C{out}_VAL[k]",
+        ]
+    params = [name for name, _ in spec.inputs] + [f"out{k}" for k in range(len(spec.outputs))]
+    lines = body + const_lines or ["pass"]
+    inputs = ", ".join(f"{n}: {spec.dtype}{list(s)}" for n, s in spec.inputs) or "none"
+    header = [
+        f'"""symjac kernel: {spec.title}',
+        "",
+        f"inputs  {inputs}",
+        f"outputs {', '.join(f'out{k}: {list(s)}' for k, s in enumerate(spec.outputs)) or 'none'}",
+        "Generated by symjac; every entry is written into a zero-filled output.",
+        '"""',
+        "import numpy as np",
+        "from numba import njit",
+        "",
+        *const_blocks,
+        *([""] if const_blocks else []),
+        "",
+        '@njit(cache=True, nogil=True, error_model="numpy")',
+        f"def {spec.name}({', '.join(params)}):",
+    ]
+    return "\n".join(header + ["    " + line for line in lines]) + "\n"
+
+
+def source_digest(source: str) -> str:
+    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()

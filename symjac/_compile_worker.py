@@ -1,0 +1,24 @@
+"""``python -m symjac._compile_worker PATH NAME DTYPE IN_NDIMS OUT_NDIMS``:
+compile one kernel file so that its machine code lands in Numba's disk cache.
+
+Run by symjac in a child process for large kernels (see ``_compile``).
+"""
+
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    path, name, dtype, in_nd, out_nd = argv
+    from symjac import _compile
+
+    dispatcher = _compile.import_function(Path(path), name)
+    ndims = [[int(n) for n in s.split(",") if n] for s in (in_nd, out_nd)]
+    seconds, _ = _compile.compile_kernel(dispatcher, _compile.signature(*ndims, dtype))
+    _compile.mark_compiled(Path(path), seconds)
+    print(f"{seconds:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,316 @@
+"""Derivatives on the DAG: forward and reverse accumulation.
+
+Nothing here expands trees.  Each node's *local* partial derivatives are
+built once (from SymPy's ``fdiff`` for functions, by the sum/product/power
+rules for ``Add``/``Mul``/``Pow``, or from a primitive's select rule) and the
+chain rule combines them along the graph, so derivative nodes reuse the
+original nodes and the result stays linear in the size of the DAG.
+
+Tangents and adjoints are *sparse*: a node's tangent is a dict from a key
+(the index of an input it depends on, or 0 for a single JVP direction) to a
+node.  Entries that are structurally zero are never created, which is how a
+Jacobian's zeros are known without computing them.
+
+Two details keep the numbers right where other systems give NaN:
+
+* the derivative of a select (``where``, ``maximum``, ...) *selects* the
+  derivative of the branch taken instead of multiplying each branch's
+  derivative by an indicator (``0 * inf = nan``);
+* in reverse mode, an adjoint that came out of a select may be an exact zero
+  while a partial further down is infinite (``sqrt`` at 0 in the branch not
+  taken).  Products with such *guarded* adjoints are written
+  ``0 if a == 0 else a * p``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import sympy as sp
+from sympy.core.basic import Basic
+
+from . import _graph as g
+from ._errors import UnsupportedOperationError
+from ._primitives import HEAD_RULES, NO_DERIVATIVE
+
+#: Overrides by SymPy head -> function(node) -> list of (operand, partial).
+#: Empty in normal use; tests put a deliberately wrong rule here to prove the
+#: finite-difference checker catches it.
+PARTIAL_OVERRIDES: dict = {}
+
+_TEMPLATES: dict = {}
+
+
+# ----- local rules -------------------------------------------------------------------
+
+
+def local_rule(node: Basic):
+    """How ``node`` differentiates: ``("smooth", partials)``, ``("select", branches)``
+    or ``("zero", None)``.  ``partials`` is a list of (operand, partial node)."""
+    head = node.func
+    if head in PARTIAL_OVERRIDES:
+        return "smooth", PARTIAL_OVERRIDES[head](node)
+    rule = HEAD_RULES.get(head)
+    if rule == NO_DERIVATIVE:
+        return "zero", None
+    if rule is not None:
+        return "select", rule(node)
+    if head is g.Add:
+        return "smooth", [(a, g.ONE) for a in node.args]
+    if head is g.Mul:
+        return "smooth", _mul_partials(node)
+    if head is g.Pow:
+        return "smooth", _pow_partials(node)
+    if node.is_Relational or node.is_Boolean:
+        return "zero", None
+    if isinstance(node, sp.Function):
+        return "smooth", _function_partials(node)
+    raise UnsupportedOperationError(f"symjac cannot differentiate nodes of type {head.__name__}")
+
+
+def _mul_partials(node: Basic) -> list:
+    args = node.args
+    coeff = args[0] if args[0].is_Number else g.ONE
+    factors = list(args[1:] if args[0].is_Number else args)
+    n = len(factors)
+    if n <= 3:
+        return [
+            (f, g.mul(coeff, *(factors[:i] + factors[i + 1 :])))
+            for i, f in enumerate(factors)
+        ]
+    # prefix/suffix products: O(n) nodes instead of O(n^2) for long products
+    prefix = [g.ONE]
+    for f in factors[:-1]:
+        prefix.append(g.mul(prefix[-1], f))
+    suffix = [g.ONE]
+    for f in reversed(factors[1:]):
+        suffix.append(g.mul(f, suffix[-1]))
+    suffix.reverse()
+    return [(f, g.mul(coeff, prefix[i], suffix[i])) for i, f in enumerate(factors)]
+
+
+def _pow_partials(node: Basic) -> list:
+    base, exp = node.args
+    out = []
+    if not base.is_Number:
+        if exp == g.HALF:
+            # d sqrt(b) = 1 / (2 sqrt(b)): reuse the sqrt node
+            out.append((base, g.mul(g.HALF, g.pow_(node, g.NEG_ONE))))
+        elif exp.is_Number:
+            out.append((base, g.mul(exp, g.pow_(base, exp - 1))))
+        else:
+            out.append((base, g.mul(exp, g.pow_(base, g.add(exp, g.NEG_ONE)))))
+    if not exp.is_Number:
+        out.append((exp, g.mul(g.call(sp.log, base), node)))
+    return out
+
+
+def _function_partials(node: Basic) -> list:
+    head, args = node.func, node.args
+    placeholders, generic, partials = _template(head, len(args))
+    mapping = dict(zip(placeholders, args))
+    mapping[generic] = node
+    return [(a, _instantiate(p, mapping)) for a, p in zip(args, partials)]
+
+
+def _template(head: type, nargs: int):
+    key = (head, nargs)
+    if key not in _TEMPLATES:
+        placeholders = sp.symbols(f"_p0:{nargs}", real=True)
+        generic = head(*placeholders)
+        partials = [generic.fdiff(i + 1) for i in range(nargs)]
+        if any(p.has(sp.Derivative, sp.Subs) for p in partials):
+            raise UnsupportedOperationError(
+                f"SymPy gives no closed-form derivative for {head.__name__}"
+            )
+        _TEMPLATES[key] = (placeholders, generic, partials)
+    return _TEMPLATES[key]
+
+
+def _instantiate(template: Basic, mapping: dict) -> Basic:
+    if template in mapping:
+        return mapping[template]
+    if template.is_Atom:
+        return template
+    return g.rebuild(template, [_instantiate(a, mapping) for a in g.operands(template)])
+
+
+# ----- accumulation ------------------------------------------------------------------
+
+
+def _sum_entries(acc: dict) -> dict:
+    out = {}
+    for key, terms in acc.items():
+        total = g.add(*terms)
+        if total != 0:
+            out[key] = total
+    return out
+
+
+def forward(roots: Sequence[Basic], seeds: dict) -> dict:
+    """Tangents of every node under ``roots``.
+
+    ``seeds`` maps input Symbols to sparse tangents ``{key: node}``; the result
+    maps nodes (and the seeded inputs) to theirs.
+    """
+    tangents: dict = dict(seeds)
+    for node in g.topo_order(roots):
+        children = g.operands(node)
+        if not any(c in tangents for c in children):
+            continue
+        kind, data = local_rule(node)
+        if kind == "zero":
+            continue
+        acc: dict = defaultdict(list)
+        if kind == "smooth":
+            for child, partial in data:
+                for key, d in tangents.get(child, {}).items():
+                    acc[key].append(g.mul(partial, d))
+            result = _sum_entries(acc)
+        else:
+            result = _select_tangent(data, tangents)
+        if result:
+            tangents[node] = result
+    return tangents
+
+
+def _select_tangent(branches, tangents: dict) -> dict:
+    keys = set()
+    for _, items in branches:
+        for child, _w in items:
+            keys.update(tangents.get(child, {}))
+    out = {}
+    for key in keys:
+        pairs = []
+        for cond, items in branches:
+            terms = [g.mul(w, tangents[c][key]) for c, w in items if key in tangents.get(c, {})]
+            pairs.append((g.add(*terms), cond))
+        value = g.select(pairs)
+        if value != 0:
+            out[key] = value
+    return out
+
+
+def _guarded_mul(adjoint: Basic, partial: Basic) -> Basic:
+    """``adjoint * partial`` that is exactly 0 when the adjoint is (see module doc)."""
+    if partial.is_Number or adjoint.is_Number:
+        return g.mul(partial, adjoint)
+    if adjoint.func is g.Piecewise:
+        # multiply inside the branches: a zero branch stays an exact zero
+        return g.select([(_guarded_mul(v, partial), c) for v, c in (p.args for p in adjoint.args)])
+    return g.select([(g.ZERO, g.compare(sp.Eq, adjoint, g.ZERO)), (g.mul(partial, adjoint), g.TRUE)])
+
+
+def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic]) -> dict:
+    """Adjoints of the ``wrt`` Symbols, given adjoint seeds ``[(node, {key: node})]``."""
+    wanted = set(wrt)
+    roots = [node for node, _ in seeds]
+    order = g.topo_order(roots)
+    depends = set(wanted)
+    for node in order:
+        if any(c in depends for c in g.operands(node)):
+            depends.add(node)
+    pending: dict = defaultdict(lambda: defaultdict(list))
+    for node, entries in seeds:
+        if node in depends:
+            for key, value in entries.items():
+                pending[node][key].append(value)
+    guarded: set = set()
+    for node in reversed(order):
+        if node not in pending:
+            continue
+        adjoint = _sum_entries(pending.pop(node))
+        if not adjoint:
+            continue
+        kind, data = local_rule(node)
+        if kind == "zero":
+            continue
+        if kind == "smooth":
+            is_guarded = node in guarded
+            for child, partial in data:
+                if child not in depends:
+                    continue
+                target = pending[child]
+                for key, a in adjoint.items():
+                    target[key].append(_guarded_mul(a, partial) if is_guarded else g.mul(partial, a))
+                if is_guarded:
+                    guarded.add(child)
+        else:
+            for i, (_, items) in enumerate(data):
+                for child, weight in items:
+                    if child not in depends:
+                        continue
+                    for key, a in adjoint.items():
+                        pairs = [(g.ZERO, c) for c, _ in data[:i]]
+                        pairs += [(g.mul(weight, a), data[i][0]), (g.ZERO, g.TRUE)]
+                        pending[child][key].append(g.select(pairs))
+                    guarded.add(child)
+    return {w: _sum_entries(pending[w]) if w in pending else {} for w in wrt}
+
+
+# ----- products a transform asks for --------------------------------------------------
+
+
+def _masks(outputs: Sequence[Basic], wrt: Sequence[Basic]):
+    """Forward and reverse accumulation costs, from dependency bitmasks."""
+    order = g.topo_order(outputs)
+    inmask = {w: 1 << j for j, w in enumerate(wrt)}
+    fwd = 0
+    for node in order:
+        m = 0
+        for c in g.operands(node):
+            cm = inmask.get(c, 0)
+            m |= cm
+            fwd += cm.bit_count()
+        if m:
+            inmask[node] = m
+    outmask: dict = defaultdict(int)
+    for i, o in enumerate(outputs):
+        outmask[o] |= 1 << i
+    rev = 0
+    for node in reversed(order):
+        if node not in inmask:
+            continue
+        m = outmask.get(node, 0)
+        bits = m.bit_count()
+        for c in g.operands(node):
+            if c in inmask:
+                outmask[c] |= m
+                rev += bits
+    return fwd, rev
+
+
+def jacobian(outputs: Sequence[Basic], wrt: Sequence[Basic], mode: str = "auto") -> dict:
+    """Nonzero entries ``{(i, j): dOut_i/dWrt_j}``, by forward or reverse
+    accumulation, whichever the dependency structure says is cheaper."""
+    if mode == "auto":
+        fwd, rev = _masks(outputs, wrt)
+        mode = "forward" if fwd <= rev else "reverse"
+    entries = {}
+    if mode == "forward":
+        tangents = forward(outputs, {w: {j: g.ONE} for j, w in enumerate(wrt)})
+        for i, o in enumerate(outputs):
+            for j, d in tangents.get(o, {}).items():
+                entries[i, j] = d
+    else:
+        seeds = [(o, {i: g.ONE}) for i, o in enumerate(outputs)]
+        adjoints = reverse(seeds, wrt)
+        for j, w in enumerate(wrt):
+            for i, d in adjoints[w].items():
+                entries[i, j] = d
+    return entries
+
+
+def jvp(outputs: Sequence[Basic], wrt: Sequence[Basic], tangent: Sequence[Basic]) -> list:
+    """``J @ v``: one forward sweep with the input tangent ``v``."""
+    seeds = {w: {0: v} for w, v in zip(wrt, tangent) if v != 0}
+    tangents = forward(outputs, seeds)
+    return [tangents.get(o, {}).get(0, g.ZERO) for o in outputs]
+
+
+def vjp(outputs: Sequence[Basic], wrt: Sequence[Basic], cotangent: Sequence[Basic]) -> list:
+    """``u @ J``: one reverse sweep with the output cotangent ``u``."""
+    seeds = [(o, {0: u}) for o, u in zip(outputs, cotangent) if u != 0]
+    adjoints = reverse(seeds, wrt)
+    return [adjoints[w].get(0, g.ZERO) for w in wrt]

@@ -1,0 +1,352 @@
+"""Dispatch: concrete arguments -> cache key -> compiled kernel -> results.
+
+A kernel is specialised on (transform chain, static argument values, the
+shape and dtype of every array argument).  Arrays that are not differentiated
+are runtime inputs of the kernel: new values with the same shapes reuse it.
+
+Caches, from fast to slow: the in-memory table (per root function, weakly
+keyed so that dropping a function frees its kernels), the kernel files on
+disk with Numba's machine-code cache next to them, and finally tracing,
+differentiating and compiling from scratch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _codegen, _compile, _config, _tape, _transforms
+from ._errors import ArgumentError
+from ._symarray import SymArray
+from ._trace import ArgSpec, input_symbols, spec_of, tracing
+
+
+@dataclass
+class CacheInfo:
+    """Counters for every kernel symjac built or reused in this process."""
+
+    hits: int = 0  #: calls served by a kernel already in memory
+    misses: int = 0  #: calls that had to build (trace, differentiate, load or compile)
+    compiles: int = 0  #: kernels compiled by Numba in this process
+    kernel_calls: int = 0  #: calls answered by a specialised kernel
+    tape_calls: int = 0  #: calls answered by the tape interpreter
+    disk_loads: int = 0  #: kernels whose machine code came from the disk cache
+    build_seconds: float = 0.0  #: tracing, differentiation and code generation
+    compile_seconds: float = 0.0  #: Numba compilation or disk-cache loading (kernels only)
+    entries: int = 0  #: kernels currently held in memory
+
+
+STATS = CacheInfo()
+_STORE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_STRONG_STORE: dict = {}  # for callables that cannot be weakly referenced
+_build_lock = threading.RLock()
+
+
+def store_for(root, chain: tuple) -> dict:
+    """The kernel table shared by every transform object with this root and chain."""
+    try:
+        per_root = _STORE.setdefault(root, {})
+    except TypeError:
+        per_root = _STRONG_STORE.setdefault(id(root), {})
+    return per_root.setdefault(chain, {})
+
+
+def clear() -> None:
+    _STORE.clear()
+    _STRONG_STORE.clear()
+    for f in dataclasses.fields(STATS):
+        setattr(STATS, f.name, f.default)
+
+
+# ----- call keys ---------------------------------------------------------------------------
+
+
+def _leaf_key(value):
+    if isinstance(value, np.ndarray):
+        return (value.shape, value.dtype.char)
+    if isinstance(value, float):
+        return ((), "d")
+    if isinstance(value, bool):
+        return ((), "?")
+    if isinstance(value, int):
+        return ((), "l")
+    return (np.shape(value), np.asarray(value).dtype.char) if not isinstance(value, tuple) else tuple(
+        _leaf_key(v) for v in value
+    )
+
+
+def static_key(value, position: int):
+    """A hashable stand-in for a static argument (arrays by content)."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.shape, value.dtype.str, value.tobytes())
+    try:
+        hash(value)
+    except TypeError:
+        raise ArgumentError(
+            f"static argument {position} ({type(value).__name__}) must be hashable to key "
+            "the kernel cache; pass a tuple instead of a list, or make it a runtime "
+            "argument by leaving it out of static_argnums."
+        ) from None
+    return value
+
+
+def call_key(args: Sequence, static: frozenset) -> tuple:
+    return tuple(
+        ("s", static_key(a, i)) if i in static else _leaf_key(a) for i, a in enumerate(args)
+    )
+
+
+# ----- building ---------------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    """A transform traced and differentiated for concrete argument specs."""
+
+    result: object  # SymArray or nested tuple of them
+    arrays: list[SymArray]  # the result's arrays, flattened
+    leaves: list[tuple[int, int | None]]  # runtime inputs: (arg position, tuple index)
+    leaf_names: list[str]
+    leaf_specs: list[ArgSpec]
+    symbols: dict  # input Symbol -> (leaf index, flat index)
+    dtype: np.dtype  # compute dtype
+
+
+def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
+    floats = [s.dtype for s in specs if s.dtype.kind == "f"]
+    return np.result_type(*floats) if floats else np.dtype(np.float64)
+
+
+def build(transform, args: Sequence) -> Built:
+    """Trace ``transform`` on placeholders shaped like ``args``."""
+    static = transform.static_argnums
+    names = transform.param_names(len(args))
+    leaves, leaf_names, leaf_specs, traced_args = [], [], [], []
+    for i, a in enumerate(args):
+        if i in static:
+            traced_args.append(a)
+            continue
+        parts = list(enumerate(a)) if isinstance(a, tuple) else [(None, a)]
+        syms = []
+        for k, part in parts:
+            name = names[i] if k is None else f"{names[i]}{k}"
+            leaves.append((i, k))
+            leaf_names.append(name)
+            leaf_specs.append(spec_of(part, name))
+            syms.append(name)
+        traced_args.append(tuple(syms) if isinstance(a, tuple) else syms[0])
+    leaf_names = _codegen.safe_names(leaf_names)
+    dtype = _compute_dtype(leaf_specs)
+    symbols: dict = {}
+    with tracing():
+        placeholders = []
+        for n, (name, spec) in enumerate(zip(leaf_names, leaf_specs)):
+            elems = input_symbols(name, spec.shape)
+            for flat, sym in enumerate(elems.reshape(-1)):
+                if sym in symbols:
+                    raise ArgumentError(f"two inputs both produce the symbol name {sym}; rename one")
+                symbols[sym] = (n, flat)
+            placeholders.append(SymArray(elems, spec.dtype))
+        it = iter(placeholders)
+        call_args = [
+            a if i in static else tuple(next(it) for _ in a) if isinstance(a, tuple) else next(it)
+            for i, a in enumerate(traced_args)
+        ]
+        result = transform.symbolic_apply(call_args, top=True)
+    return Built(result, _transforms.flatten_result(result), leaves, leaf_names, leaf_specs, symbols, dtype)
+
+
+def kernel_parts(transform, built: Built) -> tuple[_codegen.KernelSpec, _codegen.Program]:
+    spec = _codegen.KernelSpec(
+        name=transform.kernel_name(built.dtype),
+        inputs=[(n, s.shape or (1,)) for n, s in zip(built.leaf_names, built.leaf_specs)],
+        outputs=[a.shape or (1,) for a in built.arrays],
+        dtype=built.dtype,
+        title=transform.describe(),
+    )
+    program = _codegen.lower(built.symbols, [a.elems for a in built.arrays])
+    return spec, program
+
+
+# ----- running -----------------------------------------------------------------------------
+
+
+@dataclass
+class KernelInfo:
+    """How calls for one set of argument shapes are served."""
+
+    tier: str  #: "kernel" (specialised Numba code) or "tape" (the interpreter)
+    state: str  #: "ready", "compiling", "tape-only" or "failed"
+    n_ops: int  #: operations in the program
+    n_lines: int  #: lines of the generated kernel
+    compile_seconds: float | None  #: Numba compile (or disk load) time, once done
+    path: str  #: the kernel's source file
+    error: str | None = None  #: why the kernel failed to compile, if it did
+
+
+class Compiled:
+    """One program, served by the tape interpreter until (and unless) its
+    specialised kernel is ready, then by the kernel.  Both return the same bits."""
+
+    def __init__(self, built: Built, spec: _codegen.KernelSpec, program, source: str, path):
+        self.spec, self.source, self.path = spec, source, path
+        self.leaves = built.leaves
+        self.dtype = built.dtype
+        self.in_shapes = [s.shape or (1,) for s in built.leaf_specs]
+        self.out_shapes = [a.shape for a in built.arrays]
+        self.out_dtypes = [a.dtype for a in built.arrays]
+        sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
+        self.out_bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        self.template = _template(built.result)
+        self.tape = _tape.encode(program, [int(np.prod(s)) for s in self.in_shapes], sizes, self.dtype)
+        self.kernel = None
+        self.state = "tape-only"
+        self.compile_seconds: float | None = None
+        self.error: str | None = None
+        self._lock = threading.Lock()
+
+    # -- the specialised kernel --
+
+    def load_kernel(self) -> None:
+        """Compile (or load from disk) the kernel now; no-op once loaded."""
+        with self._lock:
+            if self.kernel is not None:
+                return
+            spec = self.spec
+            in_nd, out_nd = [len(s) for _, s in spec.inputs], [len(s) for s in spec.outputs]
+            try:
+                if self.tape.n_ops > _compile.SUBPROCESS_OPS and not _compile.on_disk(self.path):
+                    if threading.current_thread() is not threading.main_thread():
+                        _compile.compile_in_subprocess(self.path, spec.name, in_nd, out_nd, spec.dtype)
+                dispatcher = _compile.import_function(self.path, spec.name)
+                seconds, from_disk = _compile.compile_kernel(
+                    dispatcher, _compile.signature(in_nd, out_nd, spec.dtype)
+                )
+            except Exception as exc:  # the tape keeps serving; the failure is reported
+                self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
+                return
+            _compile.mark_compiled(self.path, seconds)
+            STATS.compile_seconds += seconds
+            if from_disk:
+                STATS.disk_loads += 1
+            else:
+                STATS.compiles += 1
+            self.compile_seconds = seconds
+            self.kernel = dispatcher
+            self.state = "ready"
+
+    def start_background(self) -> None:
+        self.state = "compiling"
+        _compile.submit(self.load_kernel)
+
+    def info(self) -> KernelInfo:
+        return KernelInfo(
+            tier="kernel" if self.kernel is not None else "tape",
+            state=self.state,
+            n_ops=self.tape.n_ops,
+            n_lines=self.source.count("\n"),
+            compile_seconds=self.compile_seconds,
+            path=str(self.path),
+            error=self.error,
+        )
+
+    # -- calling --
+
+    def __call__(self, args: Sequence):
+        dtype = self.dtype
+        inputs = []
+        for (i, k), shape in zip(self.leaves, self.in_shapes):
+            value = args[i] if k is None else args[i][k]
+            arr = np.ascontiguousarray(value, dtype=dtype)
+            if arr.shape != shape:
+                arr = arr.reshape(shape)
+            inputs.append(arr)
+        kernel = self.kernel
+        if kernel is not None:
+            STATS.kernel_calls += 1
+            outs = [np.zeros(s or (1,), dtype=dtype) for s in self.out_shapes]
+            kernel(*(a if a.flags.writeable else a.copy() for a in inputs), *outs)
+        else:
+            STATS.tape_calls += 1
+            flat = (
+                inputs[0].reshape(-1) if len(inputs) == 1
+                else np.concatenate([a.reshape(-1) for a in inputs]) if inputs
+                else np.zeros(0, dtype=dtype)
+            )
+            buf = np.zeros(self.out_bounds[-1], dtype=dtype)
+            self.tape.run(flat, buf)
+            b = self.out_bounds
+            outs = [buf[b[j] : b[j + 1]] for j in range(len(self.out_shapes))]
+        results = []
+        for out, shape, odt in zip(outs, self.out_shapes, self.out_dtypes):
+            if odt != dtype:
+                out = out.astype(odt)
+            results.append(out.reshape(shape)[()] if shape == () else out.reshape(shape))
+        return _fill(self.template, iter(results))
+
+
+def _template(result):
+    if isinstance(result, SymArray):
+        return None
+    return tuple(_template(r) for r in result)
+
+
+def _fill(template, it):
+    if template is None:
+        return next(it)
+    return tuple(_fill(t, it) for t in template)
+
+
+def make_compiled(transform, built: Built) -> Compiled:
+    """Generate the program and kernel source, and start (or load) the kernel
+    as the compile mode says."""
+    start = time.perf_counter()
+    spec, program = kernel_parts(transform, built)
+    source = _codegen.kernel_source(program, spec)
+    stem = f"{spec.name}_{_codegen.source_digest(source)}"
+    path = _compile.write_module(source, stem)
+    compiled = Compiled(built, spec, program, source, path)
+    STATS.build_seconds += time.perf_counter() - start
+    if os.environ.get("SYMJAC_DEBUG"):
+        print(f"# symjac kernel {path}\n{source}")
+    mode = _config.compile_mode()
+    if mode == "sync" or (mode == "auto" and _compile.on_disk(path)):
+        compiled.load_kernel()
+    elif mode in ("auto", "background"):
+        _tape.ensure_ready(compiled.dtype)
+        compiled.start_background()
+    return compiled
+
+
+def compiled_for(transform, args: Sequence) -> Compiled:
+    """The program for ``args``' shapes: from memory, or built now."""
+    key = call_key(args, transform.static_argnums)
+    store = transform.store
+    compiled = store.get(key)
+    if compiled is not None:
+        STATS.hits += 1
+        return compiled
+    with _build_lock:
+        compiled = store.get(key)
+        if compiled is not None:
+            STATS.hits += 1
+            return compiled
+        STATS.misses += 1
+        start = time.perf_counter()
+        built = build(transform, args)
+        STATS.build_seconds += time.perf_counter() - start
+        compiled = store[key] = make_compiled(transform, built)
+        STATS.entries += 1
+        return compiled
+
+
+def call(transform, args: Sequence):
+    """Run ``transform`` on concrete ``args``."""
+    return compiled_for(transform, args)(args)

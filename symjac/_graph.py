@@ -1,0 +1,355 @@
+"""The IR: a SymPy expression DAG whose shared subexpressions stay shared.
+
+Nodes are ordinary SymPy objects (``Add``, ``Mul``, ``Pow``, ``sin``,
+``Piecewise``, ...), so every SymPy tool can read them.  They are built with
+*raw* constructors (``Basic.__new__``) instead of SymPy's evaluating ones:
+evaluation costs 20-50 µs a node and flattens ``Add(Add(a, b), c)`` into
+``Add(a, b, c)``, which breaks sharing.  Raw construction costs well under a
+microsecond; the few simplifications that matter for derivatives (``x*0 = 0``,
+``x*1 = x``, ``x + 0 = x``, constant folding) are done here by hand.
+
+Inside a :func:`building` block every node is *interned*: building the same
+head over the same operands twice returns the same object.  That keeps the
+graph a DAG (common subexpressions are one node) and makes equality checks
+between nodes O(1), since equal children are identical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import math
+from collections.abc import Iterable, Iterator, Sequence
+
+import sympy as sp
+from sympy.core.basic import Basic
+from sympy.functions.elementary.piecewise import ExprCondPair
+
+ZERO = sp.S.Zero
+ONE = sp.S.One
+NEG_ONE = sp.S.NegativeOne
+HALF = sp.S.Half
+TRUE = sp.true
+FALSE = sp.false
+
+Add, Mul, Pow, Piecewise = sp.Add, sp.Mul, sp.Pow, sp.Piecewise
+
+#: Relational heads symjac builds, by the Python operator they print as.
+RELATIONALS = {
+    sp.StrictLessThan: "<",
+    sp.LessThan: "<=",
+    sp.StrictGreaterThan: ">",
+    sp.GreaterThan: ">=",
+    sp.Eq: "==",
+    sp.Ne: "!=",
+}
+
+_INTERN: contextvars.ContextVar[dict | None] = contextvars.ContextVar("symjac_intern", default=None)
+
+
+@contextlib.contextmanager
+def building() -> Iterator[dict]:
+    """Open an interning scope for one trace-and-differentiate job.
+
+    Nested uses share the outer scope, so a transform applied inside another
+    transform's trace extends the same DAG.
+    """
+    table = _INTERN.get()
+    if table is not None:
+        yield table
+        return
+    table = {}
+    token = _INTERN.set(table)
+    try:
+        yield table
+    finally:
+        _INTERN.reset(token)
+
+
+def _node(head: type, args: tuple) -> Basic:
+    """Build (or fetch the interned) node ``head(*args)`` without evaluation."""
+    table = _INTERN.get()
+    if table is None:
+        return _raw(head, args)
+    key = (head, args)
+    node = table.get(key)
+    if node is None:
+        node = table[key] = _raw(head, args)
+    return node
+
+
+def _raw(head: type, args: tuple) -> Basic:
+    if head is Add or head is Mul:
+        return head._from_args(args)
+    node = Basic.__new__(head, *args)
+    if head is Pow:
+        node.is_commutative = True  # a slot Pow.__new__ fills; our nodes are real
+    return node
+
+
+# ----- constants ---------------------------------------------------------------
+
+
+def const(value) -> Basic:
+    """A SymPy number for a Python/NumPy scalar (integral floats become Integers,
+    which print as ``2`` rather than ``2.0`` and keep ``x**2`` an integer power)."""
+    if isinstance(value, Basic):
+        return value
+    if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
+        return TRUE if value else FALSE
+    if isinstance(value, (int,)) or (hasattr(value, "dtype") and value.dtype.kind in "iu"):
+        return sp.Integer(int(value))
+    v = float(value)
+    if math.isnan(v):
+        return sp.nan
+    if math.isinf(v):
+        return sp.oo if v > 0 else -sp.oo
+    if v.is_integer() and abs(v) < 2**53:
+        return sp.Integer(int(v))
+    return sp.Float(v)
+
+
+def is_const(e: Basic) -> bool:
+    return e.is_Number or e is TRUE or e is FALSE
+
+
+def _fold(e: Basic) -> Basic:
+    """Turn an evaluated constant expression into a plain number where possible."""
+    if e.is_Number or e is TRUE or e is FALSE:
+        return e
+    if e.is_number:
+        value = complex(e.evalf(17))
+        if value.imag != 0:
+            return sp.nan  # a real function left its domain, as NumPy gives nan
+        return const(value.real)
+    return e
+
+
+# ----- arithmetic ----------------------------------------------------------------
+
+
+def add(*terms: Basic) -> Basic:
+    """``t0 + t1 + ...`` with zeros dropped and numbers folded into one."""
+    number = ZERO
+    rest = []
+    for t in terms:
+        if t.is_Number:
+            number = number + t
+        else:
+            rest.append(t)
+    if number is sp.nan:
+        return number
+    if number != 0:
+        rest.insert(0, number)
+    if not rest:
+        return number
+    if len(rest) == 1:
+        return rest[0]
+    return _node(Add, tuple(rest))
+
+
+def mul(*factors: Basic) -> Basic:
+    """``f0 * f1 * ...`` with ones dropped, numbers folded, and a numeric factor
+    absorbed into a product that already has one (``2*(3*x) = 6*x``)."""
+    number = ONE
+    rest = []
+    for f in factors:
+        if f.is_Number:
+            number = number * f
+        elif f.func is Mul and f.args[0].is_Number:
+            number = number * f.args[0]
+            rest.extend(f.args[1:])
+        else:
+            rest.append(f)
+    if number is sp.nan:
+        return number
+    if number == 0:
+        # A zero factor is a structural zero: the chain rule multiplies by zero
+        # partials constantly.  NaN-safety for branches a ``where`` does not
+        # take is the job of selects (see _diff), not of multiplication.
+        return ZERO
+    if number != 1:
+        rest.insert(0, number)
+    if not rest:
+        return number
+    if len(rest) == 1:
+        return rest[0]
+    return _node(Mul, tuple(rest))
+
+
+def neg(a: Basic) -> Basic:
+    return mul(NEG_ONE, a)
+
+
+def sub(a: Basic, b: Basic) -> Basic:
+    return add(a, neg(b))
+
+
+def div(a: Basic, b: Basic) -> Basic:
+    return mul(a, pow_(b, NEG_ONE))
+
+
+def pow_(base: Basic, exp: Basic) -> Basic:
+    """``base ** exp`` with the trivial exponents folded."""
+    if exp.is_Number:
+        if exp == 0:
+            return ONE
+        if exp == 1:
+            return base
+        if base.is_Number:
+            return _fold(base**exp)
+    elif base == 1:
+        return ONE
+    return _node(Pow, (base, exp))
+
+
+def call(head: type, *args: Basic) -> Basic:
+    """A SymPy function node ``head(*args)``; constant arguments are evaluated."""
+    if all(a.is_Number for a in args):
+        return _fold(head(*args))
+    return _node(head, args)
+
+
+def compare(head: type, a: Basic, b: Basic) -> Basic:
+    """A relational node ``a < b`` (etc.); constants compare to ``true/false``."""
+    if a.is_Number and b.is_Number:
+        return TRUE if bool(head(a, b)) else FALSE
+    return _node(head, (a, b))
+
+
+def logical(head: type, *args: Basic) -> Basic:
+    """``And``/``Or``/``Not`` nodes (built through SymPy, which canonicalises them)."""
+    return head(*args)
+
+
+def select(pairs: Sequence[tuple[Basic, Basic]]) -> Basic:
+    """``Piecewise``: the first value whose condition holds; the last condition
+    must be ``true``.  Branches after a constant-true condition are dropped."""
+    kept: list[tuple[Basic, Basic]] = []
+    for value, cond in pairs:
+        if cond is FALSE:
+            continue
+        kept.append((value, cond))
+        if cond is TRUE:
+            break
+    if not kept:
+        raise ValueError("select(): no branch can be taken")
+    if kept[-1][1] is not TRUE:
+        raise ValueError("select(): the last condition must be true")
+    first = kept[0][0]
+    if len(kept) == 1 or all(v == first for v, _ in kept[1:]):
+        return first
+    return _node(Piecewise, tuple(_node(ExprCondPair, (v, c)) for v, c in kept))
+
+
+# ----- traversal -----------------------------------------------------------------
+
+
+def operands(node: Basic) -> tuple:
+    """The DAG children of ``node`` (a Piecewise's values and conditions)."""
+    if node.func is Piecewise:
+        out = []
+        for pair in node.args:
+            out.extend(pair.args)
+        return tuple(out)
+    return node.args
+
+
+def is_leaf(node: Basic) -> bool:
+    return not node.args or node.is_Atom
+
+
+def topo_order(roots: Iterable[Basic], done=()) -> list[Basic]:
+    """All non-leaf nodes reachable from ``roots``, children before parents.
+
+    Nodes in ``done`` (and everything below them) are skipped.
+    """
+    order: list[Basic] = []
+    seen: set = set()
+    for root in roots:
+        if root in seen or root in done or is_leaf(root):
+            continue
+        seen.add(root)
+        stack = [(root, iter(operands(root)))]
+        while stack:
+            node, children = stack[-1]
+            for child in children:
+                if child not in seen and child not in done and not is_leaf(child):
+                    seen.add(child)
+                    stack.append((child, iter(operands(child))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def rebuild(node: Basic, args: Sequence[Basic]) -> Basic:
+    """``node``'s head applied to new operands, through the simplifying builders."""
+    head = node.func
+    if head is Add:
+        return add(*args)
+    if head is Mul:
+        return mul(*args)
+    if head is Pow:
+        return pow_(*args)
+    if head is Piecewise:
+        return select(list(zip(args[0::2], args[1::2])))
+    if head in RELATIONALS:
+        return compare(head, *args)
+    if isinstance(node, sp.logic.boolalg.BooleanFunction):
+        return logical(head, *args)
+    if isinstance(node, sp.Function) or head in (sp.Max, sp.Min):
+        return call(head, *args)
+    return head(*args)
+
+
+def substitute(roots: Sequence[Basic], mapping: dict) -> list[Basic]:
+    """Replace leaves by expressions in every root, keeping shared nodes shared.
+
+    Only the part of the DAG that depends on a replaced leaf is rebuilt.
+    """
+    done: dict = dict(mapping)
+    for node in topo_order(roots):
+        args = operands(node)
+        new = [done.get(a, a) for a in args]
+        if any(n is not a for n, a in zip(new, args)):
+            done[node] = rebuild(node, new)
+    return [done.get(r, r) for r in roots]
+
+
+def free_leaves(roots: Iterable[Basic]) -> set:
+    """The Symbols reachable from ``roots``."""
+    roots = list(roots)
+    out = {r for r in roots if r.is_Symbol}
+    for node in topo_order(roots):
+        out.update(a for a in operands(node) if a.is_Symbol)
+    return out
+
+
+def structural_hash(roots: Sequence[Basic], symbol_ids: dict) -> str:
+    """A process-independent digest of the DAG under ``roots``.
+
+    ``symbol_ids`` maps each input Symbol to a stable label.  SymPy's own
+    ``hash`` is salted per process, so it cannot key a disk cache.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    ids: dict = {}
+
+    def ref(e: Basic) -> str:
+        if e in ids:
+            return f"%{ids[e]}"
+        if e.is_Symbol:
+            return f"${symbol_ids[e]}"
+        if e.is_Float:
+            return f"f{float(e).hex()}"
+        if e.is_Number or e is TRUE or e is FALSE or e.is_Atom:
+            return f"c{e}"
+        raise AssertionError(f"unvisited node {e!r}")
+
+    for node in topo_order(roots):
+        h.update(f"{node.func.__name__}({','.join(ref(a) for a in operands(node))});".encode())
+        ids[node] = len(ids)
+    h.update(("=>" + ",".join(ref(r) for r in roots)).encode())
+    return h.hexdigest()

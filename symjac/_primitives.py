@@ -1,0 +1,493 @@
+"""The primitive table: one row per NumPy operation symjac can trace.
+
+A row says everything symjac knows about an operation: the NumPy callables it
+answers to, how it builds SymPy nodes, its kind, and -- for the few heads whose
+derivative SymPy cannot supply in the form we need -- a derivative rule.  The
+derivatives of ``+ - * / **`` and of SymPy functions (``sin``, ``tanh``,
+``atan2``, ``Abs``, ...) come from SymPy itself (see ``_diff``).
+
+Derivative rules here are declarative:
+
+* ``NO_DERIVATIVE``: the node is piecewise constant (comparisons, ``sign``,
+  ``floor``); its derivative is structurally zero.
+* a *select rule* ``node -> [(condition, [(operand, weight), ...]), ...]``:
+  the derivative is the weighted sum of operand derivatives of the first
+  branch whose condition holds.  Selecting (rather than multiplying by an
+  indicator) is what keeps ``where(x < 1, x, sqrt(x))`` from giving NaN at 0.
+
+Adding an operation means adding a row.  ``tests/test_primitives.py`` fails if
+a row has no test case, and ``supported_operations()`` lists the rows for the
+docs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
+
+from . import _arrayops as ops
+from . import _graph as g
+from ._arrayops import elementwise, float_dtype, result_dtype, truth, ufunc_builder
+from ._errors import UnsupportedOperationError
+from ._symarray import BY_NAME, FUNCTIONS, UFUNCS, SymArray, add_ufunc_methods, as_elems, from_object_array
+
+NO_DERIVATIVE = "zero"
+
+
+@dataclass(frozen=True)
+class Primitive:
+    """One traceable NumPy operation."""
+
+    name: str
+    numpy: tuple
+    kind: str
+    build: Callable
+    doc: str
+    head: type | None = None
+    derivative: object = None  # None: SymPy's; NO_DERIVATIVE; or a select rule
+
+
+# ----- select rules ----------------------------------------------------------------
+
+
+def _select_max(node):
+    a, b = node.args
+    return [
+        (g.compare(sp.StrictGreaterThan, a, b), [(a, g.ONE)]),
+        (g.compare(sp.StrictLessThan, a, b), [(b, g.ONE)]),
+        (g.TRUE, [(a, g.HALF), (b, g.HALF)]),
+    ]
+
+
+def _select_min(node):
+    a, b = node.args
+    return [
+        (g.compare(sp.StrictLessThan, a, b), [(a, g.ONE)]),
+        (g.compare(sp.StrictGreaterThan, a, b), [(b, g.ONE)]),
+        (g.TRUE, [(a, g.HALF), (b, g.HALF)]),
+    ]
+
+
+def _select_piecewise(node):
+    return [(pair.args[1], [(pair.args[0], g.ONE)]) for pair in node.args]
+
+
+# ----- scalar node builders ---------------------------------------------------------
+
+_LOG2 = sp.Float(1 / math.log(2))
+_LOG10 = sp.Float(1 / math.log(10))
+
+
+def _max(a, b):
+    return g.call(sp.Max, a, b)
+
+
+def _min(a, b):
+    return g.call(sp.Min, a, b)
+
+
+def _where(c, a, b):
+    return g.select([(a, truth(c)), (b, g.TRUE)])
+
+
+def _fn(head):
+    return lambda *args: g.call(head, *args)
+
+
+def _cmp(head):
+    return lambda a, b: g.compare(head, a, b)
+
+
+def _bool_dtype(*dtypes):
+    return np.dtype(bool)
+
+
+def _float_result(*dtypes):
+    return float_dtype(result_dtype(np.add, *dtypes))
+
+
+def _logical(head):
+    def build(*operands, **kwargs):
+        return elementwise(lambda *a: g.logical(head, *(truth(x) for x in a)), operands, np.dtype(bool))
+
+    return build
+
+
+def _bitwise_as_logical(name, head):
+    def build(*operands, **kwargs):
+        dtypes = [as_elems(o)[1] for o in operands]
+        if any(np.dtype(d) != np.dtype(bool) for d in dtypes if d is not bool):
+            raise UnsupportedOperationError(
+                f"np.{name} on non-boolean traced values: bitwise integer arithmetic is "
+                "not traceable. For masks combine comparisons: (x > 0) & (x < 1)."
+            )
+        return _logical(head)(*operands)
+
+    return build
+
+
+# ----- array-level builders -----------------------------------------------------------
+
+
+def _reduction(combine, mean=False, initial_ok=False):
+    def build(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        ops._reject_kwargs("reduction", {"out": out, **kwargs})
+        x = from_object_array(a)
+        if mean:
+            rdt = float_dtype(x.dtype)
+        elif x.dtype == np.dtype(bool):
+            rdt = np.dtype(np.int64)
+        else:
+            rdt = x.dtype
+        rdt = np.dtype(dtype) if dtype is not None else rdt
+        if mean:
+            def combine_(items):
+                return g.div(g.add(*items), sp.Integer(len(items)))
+        else:
+            combine_ = combine
+        return ops.reduce(x, axis, keepdims, combine_, rdt)
+
+    return build
+
+
+def _extremum(pair):
+    def build(a, axis=None, out=None, keepdims=False, **kwargs):
+        ops._reject_kwargs("max/min", {"out": out, **kwargs})
+        x = from_object_array(a)
+        return ops.reduce(x, axis, keepdims, lambda items: ops.pairwise(pair, items), x.dtype)
+
+    return build
+
+
+def _where_build(condition, x=None, y=None):
+    if x is None or y is None:
+        raise UnsupportedOperationError(
+            "np.where(condition) with one argument returns indices, whose number depends "
+            "on the traced values. Use the three-argument form np.where(cond, a, b)."
+        )
+    if not isinstance(condition, SymArray) and not (
+        isinstance(condition, np.ndarray) and condition.dtype == object
+    ):
+        # a concrete mask: choose elements while tracing, no branch in the kernel
+        xs, ys = from_object_array(x), from_object_array(y)
+        dtype = np.result_type(xs.dtype, ys.dtype)
+        return SymArray(np.asarray(np.where(np.asarray(condition), xs.elems, ys.elems), dtype=object), dtype)
+    dtypes = [as_elems(v)[1] for v in (x, y)]
+    return elementwise(_where, (condition, x, y), result_dtype(np.add, *dtypes))
+
+
+def _clip_build(a, a_min=None, a_max=None, out=None, **kwargs):
+    ops._reject_kwargs("clip", {"out": out})
+    lo, hi = kwargs.pop("min", a_min), kwargs.pop("max", a_max)
+    dtype = result_dtype(np.add, *(as_elems(v)[1] for v in (a, lo, hi) if v is not None))
+    x = from_object_array(a)
+    if lo is not None:
+        x = elementwise(_max, (x, lo), dtype)
+    if hi is not None:
+        x = elementwise(_min, (x, hi), dtype)
+    return SymArray(x.elems, dtype)
+
+
+def _select_build(condlist, choicelist, default=0):
+    if len(condlist) != len(choicelist):
+        raise ValueError("np.select: list of cases must be same length as list of conditions")
+    operands = [*condlist, *choicelist, default]
+    n = len(condlist)
+    dtype = result_dtype(np.select, *(as_elems(c)[1] for c in [*choicelist, default]))
+
+    def pick(*items):
+        conds, values, dflt = items[:n], items[n : 2 * n], items[-1]
+        return g.select([*((v, truth(c)) for c, v in zip(conds, values)), (dflt, g.TRUE)])
+
+    return elementwise(pick, operands, dtype)
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    x = from_object_array(x)
+    dtype = float_dtype(x.dtype)
+    if axis is None and x.ndim > 2:
+        raise UnsupportedOperationError("np.linalg.norm of an array with ndim > 2 needs axis=")
+    vector = x.ndim == 1 or (axis is not None and not isinstance(axis, (tuple, list)))
+    if ord in (None, 2, "fro") and (vector or ord in (None, "fro")):
+        def combine(items):
+            return g.pow_(g.add(*(g.pow_(v, sp.Integer(2)) for v in items)), g.HALF)
+    elif vector and ord == 1:
+        def combine(items):
+            return g.add(*(g.call(sp.Abs, v) for v in items))
+    elif vector and ord in (np.inf, float("inf")):
+        def combine(items):
+            return ops.pairwise(_max, [g.call(sp.Abs, v) for v in items])
+    else:
+        raise UnsupportedOperationError(
+            f"np.linalg.norm(ord={ord!r}) on a {x.ndim}-d array: symjac traces vector "
+            "norms ord=None/2, 1, inf and the Frobenius norm of a matrix."
+        )
+    return ops.reduce(x, axis, keepdims, combine, dtype)
+
+
+def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    A, B = from_object_array(a), from_object_array(b)
+    if A.shape[-1] != 3 or B.shape[-1] != 3 or axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
+        raise UnsupportedOperationError("np.cross: symjac traces 3-vectors along the last axis")
+    dtype = result_dtype(np.multiply, A.dtype, B.dtype)
+    parts = []
+    for i, j in ((1, 2), (2, 0), (0, 1)):
+        parts.append(
+            elementwise(lambda p, q, r, s: g.sub(g.mul(p, s), g.mul(q, r)),
+                        (A[..., i], A[..., j], B[..., i], B[..., j]), dtype).elems
+        )
+    return SymArray(np.stack(parts, axis=-1), dtype)
+
+
+def _diagonal(a, offset=0, axis1=0, axis2=1):
+    x = from_object_array(a)
+    return SymArray(np.diagonal(x.elems, offset, axis1, axis2).copy(), x.dtype)
+
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    d = _diagonal(a, offset, axis1, axis2)
+    return ops.reduce(d, -1, False, lambda items: g.add(*items), d.dtype)
+
+
+def _diag(v, k=0):
+    x = from_object_array(v)
+    if x.ndim == 2:
+        return _diagonal(x, k)
+    if x.ndim != 1:
+        raise ValueError("np.diag: input must be 1-d or 2-d")
+    n = x.shape[0] + abs(k)
+    out = np.full((n, n), g.ZERO, dtype=object)
+    for i in range(x.shape[0]):
+        out[(i, i + k) if k >= 0 else (i - k, i)] = x.elems[i]
+    return SymArray(out, x.dtype)
+
+
+def _diff_build(a, n=1, axis=-1, prepend=None, append=None):
+    if prepend is not None or append is not None:
+        raise UnsupportedOperationError("np.diff(prepend=/append=) while tracing")
+    x = from_object_array(a)
+    for _ in range(n):
+        lo = np.take(x.elems, range(0, x.shape[axis] - 1), axis=axis)
+        hi = np.take(x.elems, range(1, x.shape[axis]), axis=axis)
+        x = elementwise(g.sub, (SymArray(hi, x.dtype), SymArray(lo, x.dtype)), x.dtype)
+    return x
+
+
+def _dot_build(a, b, out=None):
+    ops._reject_kwargs("dot", {"out": out})
+    return ops.dot(a, b)
+
+
+def _matmul_build(a, b, **kwargs):
+    ops._reject_kwargs("matmul", kwargs, allowed=("dtype", "casting", "order", "subok"))
+    return ops.matmul(a, b)
+
+
+def _outer(a, b, out=None):
+    A, B = from_object_array(a), from_object_array(b)
+    return ops.tensordot(A.reshape(-1), B.reshape(-1), [], [])
+
+
+def _inner(a, b):
+    return ops.tensordot(a, b, [-1], [-1])
+
+
+def _vdot(a, b):
+    return ops.tensordot(from_object_array(a).reshape(-1), from_object_array(b).reshape(-1), [0], [0])
+
+
+def _tensordot(a, b, axes=2):
+    ea, eb = as_elems(a)[0], as_elems(b)[0]
+    if isinstance(axes, int):
+        axes_a = list(range(ea.ndim - axes, ea.ndim))
+        axes_b = list(range(axes))
+    else:
+        axes_a, axes_b = axes
+        axes_a = [axes_a] if isinstance(axes_a, int) else list(axes_a)
+        axes_b = [axes_b] if isinstance(axes_b, int) else list(axes_b)
+    return ops.tensordot(a, b, axes_a, axes_b)
+
+
+def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    ops._reject_kwargs("einsum", {"out": out, **kwargs}, allowed=("dtype", "order", "casting"))
+    return ops.einsum(subscripts, *operands)
+
+
+def _query(fn):
+    def build(a, *args, **kwargs):
+        return fn(np.empty(a.shape, dtype=object) if isinstance(a, SymArray) else a, *args, **kwargs)
+
+    return build
+
+
+# ----- the table ----------------------------------------------------------------------
+
+
+def _ufunc(name, ufunc, fn, doc, head=None, derivative=None, kind="elementwise", out_dtype=None):
+    return Primitive(name, (ufunc,), kind, ufunc_builder(ufunc, fn, out_dtype), doc, head, derivative)
+
+
+def _func(name, funcs, build, doc, kind="structural"):
+    return Primitive(name, tuple(funcs), kind, build, doc)
+
+
+TABLE: list[Primitive] = [
+    # ----- arithmetic --------------------------------------------------------------
+    _ufunc("add", np.add, g.add, "a + b"),
+    _ufunc("subtract", np.subtract, g.sub, "a - b"),
+    _ufunc("multiply", np.multiply, g.mul, "a * b"),
+    _ufunc("divide", np.true_divide, g.div, "a / b", out_dtype=_float_result),
+    _ufunc("negative", np.negative, g.neg, "-a"),
+    _ufunc("positive", np.positive, lambda a: a, "+a"),
+    _ufunc("power", np.power, g.pow_, "a ** b"),
+    _ufunc("float_power", np.float_power, g.pow_, "a ** b in float64"),
+    _ufunc("square", np.square, lambda a: g.pow_(a, sp.Integer(2)), "a ** 2"),
+    _ufunc("reciprocal", np.reciprocal, lambda a: g.pow_(a, g.NEG_ONE), "1 / a"),
+    _ufunc("sqrt", np.sqrt, lambda a: g.pow_(a, g.HALF), "square root (a ** 1/2)"),
+    _ufunc("absolute", np.absolute, _fn(sp.Abs), "|a|; derivative sign(a), 0 at a = 0", head=sp.Abs),
+    _ufunc("fabs", np.fabs, _fn(sp.Abs), "|a| as a float"),
+    _ufunc("sign", np.sign, _fn(sp.sign), "sign(a); derivative 0", head=sp.sign, derivative=NO_DERIVATIVE),
+    _ufunc("floor", np.floor, _fn(sp.floor), "floor; derivative 0", head=sp.floor, derivative=NO_DERIVATIVE),
+    _ufunc("ceil", np.ceil, _fn(sp.ceiling), "ceiling; derivative 0", head=sp.ceiling, derivative=NO_DERIVATIVE),
+    # ----- exponentials and logarithms -------------------------------------------------
+    _ufunc("exp", np.exp, _fn(sp.exp), "e ** a", head=sp.exp),
+    _ufunc("exp2", np.exp2, lambda a: g.pow_(sp.Integer(2), a), "2 ** a"),
+    _ufunc("expm1", np.expm1, _fn(expm1), "exp(a) - 1, accurate near 0", head=expm1),
+    _ufunc("log", np.log, _fn(sp.log), "natural logarithm", head=sp.log),
+    _ufunc("log2", np.log2, lambda a: g.mul(g.call(sp.log, a), _LOG2), "base-2 logarithm"),
+    _ufunc("log10", np.log10, lambda a: g.mul(g.call(sp.log, a), _LOG10), "base-10 logarithm"),
+    _ufunc("log1p", np.log1p, _fn(log1p), "log(1 + a), accurate near 0", head=log1p),
+    # ----- trigonometric and hyperbolic ----------------------------------------------
+    _ufunc("sin", np.sin, _fn(sp.sin), "sine", head=sp.sin),
+    _ufunc("cos", np.cos, _fn(sp.cos), "cosine", head=sp.cos),
+    _ufunc("tan", np.tan, _fn(sp.tan), "tangent", head=sp.tan),
+    _ufunc("arcsin", np.arcsin, _fn(sp.asin), "inverse sine", head=sp.asin),
+    _ufunc("arccos", np.arccos, _fn(sp.acos), "inverse cosine", head=sp.acos),
+    _ufunc("arctan", np.arctan, _fn(sp.atan), "inverse tangent", head=sp.atan),
+    _ufunc("arctan2", np.arctan2, _fn(sp.atan2), "angle of the point (b, a): atan2(a, b)", head=sp.atan2),
+    _ufunc("hypot", np.hypot, lambda a, b: g.pow_(g.add(g.pow_(a, sp.Integer(2)), g.pow_(b, sp.Integer(2))), g.HALF), "sqrt(a**2 + b**2)"),
+    _ufunc("sinh", np.sinh, _fn(sp.sinh), "hyperbolic sine", head=sp.sinh),
+    _ufunc("cosh", np.cosh, _fn(sp.cosh), "hyperbolic cosine", head=sp.cosh),
+    _ufunc("tanh", np.tanh, _fn(sp.tanh), "hyperbolic tangent", head=sp.tanh),
+    _ufunc("arcsinh", np.arcsinh, _fn(sp.asinh), "inverse hyperbolic sine", head=sp.asinh),
+    _ufunc("arccosh", np.arccosh, _fn(sp.acosh), "inverse hyperbolic cosine", head=sp.acosh),
+    _ufunc("arctanh", np.arctanh, _fn(sp.atanh), "inverse hyperbolic tangent", head=sp.atanh),
+    _ufunc("deg2rad", np.deg2rad, lambda a: g.mul(a, sp.Float(math.pi / 180)), "degrees to radians"),
+    _ufunc("rad2deg", np.rad2deg, lambda a: g.mul(a, sp.Float(180 / math.pi)), "radians to degrees"),
+    # ----- piecewise -----------------------------------------------------------------------
+    _ufunc("maximum", np.maximum, _max, "elementwise max; at ties the derivative is split 1/2 : 1/2", head=sp.Max, derivative=_select_max),
+    _ufunc("minimum", np.minimum, _min, "elementwise min; at ties the derivative is split 1/2 : 1/2", head=sp.Min, derivative=_select_min),
+    Primitive("clip", (np.clip,), "piecewise", _clip_build, "np.clip(a, lo, hi) = minimum(maximum(a, lo), hi)"),
+    Primitive("where", (np.where,), "piecewise", _where_build, "np.where(cond, a, b); the derivative follows the branch taken", sp.Piecewise, _select_piecewise),
+    Primitive("select", (np.select,), "piecewise", _select_build, "np.select(conditions, choices, default)"),
+    # ----- comparisons and logic ----------------------------------------------------------
+    _ufunc("less", np.less, _cmp(sp.StrictLessThan), "a < b", sp.StrictLessThan, NO_DERIVATIVE, "comparison", _bool_dtype),
+    _ufunc("less_equal", np.less_equal, _cmp(sp.LessThan), "a <= b", sp.LessThan, NO_DERIVATIVE, "comparison", _bool_dtype),
+    _ufunc("greater", np.greater, _cmp(sp.StrictGreaterThan), "a > b", sp.StrictGreaterThan, NO_DERIVATIVE, "comparison", _bool_dtype),
+    _ufunc("greater_equal", np.greater_equal, _cmp(sp.GreaterThan), "a >= b", sp.GreaterThan, NO_DERIVATIVE, "comparison", _bool_dtype),
+    _ufunc("equal", np.equal, _cmp(sp.Eq), "a == b", sp.Eq, NO_DERIVATIVE, "comparison", _bool_dtype),
+    _ufunc("not_equal", np.not_equal, _cmp(sp.Ne), "a != b", sp.Ne, NO_DERIVATIVE, "comparison", _bool_dtype),
+    Primitive("logical_and", (np.logical_and,), "logic", _logical(sp.And), "a and b, elementwise", sp.And, NO_DERIVATIVE),
+    Primitive("logical_or", (np.logical_or,), "logic", _logical(sp.Or), "a or b, elementwise", sp.Or, NO_DERIVATIVE),
+    Primitive("logical_not", (np.logical_not,), "logic", _logical(sp.Not), "not a, elementwise", sp.Not, NO_DERIVATIVE),
+    Primitive("logical_xor", (np.logical_xor,), "logic", _logical(sp.Xor), "a xor b, elementwise", sp.Xor, NO_DERIVATIVE),
+    Primitive("bitwise_and", (np.bitwise_and,), "logic", _bitwise_as_logical("bitwise_and", sp.And), "a & b on boolean masks"),
+    Primitive("bitwise_or", (np.bitwise_or,), "logic", _bitwise_as_logical("bitwise_or", sp.Or), "a | b on boolean masks"),
+    Primitive("bitwise_xor", (np.bitwise_xor,), "logic", _bitwise_as_logical("bitwise_xor", sp.Xor), "a ^ b on boolean masks"),
+    Primitive("invert", (np.invert,), "logic", _bitwise_as_logical("invert", sp.Not), "~a on boolean masks"),
+    # ----- reductions ------------------------------------------------------------------------
+    Primitive("sum", (np.sum,), "reduction", _reduction(lambda items: g.add(*items)), "sum over axes (axis=, keepdims=)"),
+    Primitive("mean", (np.mean,), "reduction", _reduction(None, mean=True), "mean over axes"),
+    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.mul(*items)), "product over axes"),
+    Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
+    Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
+    Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum"),
+    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.mul), "running product"),
+    Primitive("diff", (np.diff,), "reduction", _diff_build, "n-th discrete difference along an axis"),
+    Primitive("trace", (np.trace,), "reduction", _trace, "sum of a diagonal"),
+    Primitive("norm", (np.linalg.norm,), "reduction", _norm, "np.linalg.norm: vector 2-, 1-, inf-norms; Frobenius"),
+    # ----- products --------------------------------------------------------------------------
+    Primitive("matmul", (np.matmul,), "contraction", _matmul_build, "a @ b, with stacks of matrices broadcast"),
+    Primitive("dot", (np.dot,), "contraction", _dot_build, "np.dot"),
+    Primitive("vdot", (np.vdot,), "contraction", _vdot, "np.vdot of flattened arrays"),
+    Primitive("inner", (np.inner,), "contraction", _inner, "np.inner: sum over the last axes"),
+    Primitive("outer", (np.outer,), "contraction", _outer, "np.outer of flattened arrays"),
+    Primitive("tensordot", (np.tensordot,), "contraction", _tensordot, "np.tensordot"),
+    Primitive("einsum", (np.einsum,), "contraction", _einsum, "np.einsum (explicit, implicit, '...')"),
+    Primitive("cross", (np.cross,), "contraction", _cross, "cross product of 3-vectors"),
+    # ----- structure -------------------------------------------------------------------------
+    _func("reshape", [np.reshape], ops.structural(np.reshape), "reshape"),
+    _func("transpose", [np.transpose], ops.structural(np.transpose), "transpose / .T (with axes=)"),
+    _func("ravel", [np.ravel], ops.structural(np.ravel), "flatten to 1-d"),
+    _func("squeeze", [np.squeeze], ops.structural(np.squeeze), "drop length-1 axes"),
+    _func("expand_dims", [np.expand_dims], ops.structural(np.expand_dims), "insert a length-1 axis"),
+    _func("swapaxes", [np.swapaxes], ops.structural(np.swapaxes), "swap two axes"),
+    _func("moveaxis", [np.moveaxis], ops.structural(np.moveaxis), "move axes to new positions"),
+    _func("broadcast_to", [np.broadcast_to], ops.structural(np.broadcast_to), "broadcast to a shape"),
+    _func("atleast_1d", [np.atleast_1d], ops.structural(np.atleast_1d), "at least 1-d (one array)"),
+    _func("atleast_2d", [np.atleast_2d], ops.structural(np.atleast_2d), "at least 2-d (one array)"),
+    _func("flip", [np.flip], ops.structural(np.flip), "reverse along axes"),
+    _func("fliplr", [np.fliplr], ops.structural(np.fliplr), "reverse columns"),
+    _func("flipud", [np.flipud], ops.structural(np.flipud), "reverse rows"),
+    _func("roll", [np.roll], ops.structural(np.roll), "roll elements along an axis"),
+    _func("tile", [np.tile], ops.structural(np.tile), "repeat the whole array"),
+    _func("repeat", [np.repeat], ops.structural(np.repeat), "repeat elements"),
+    _func("take", [np.take], ops.structural(np.take), "take with a concrete index array"),
+    _func("diagonal", [np.diagonal], _diagonal, "a diagonal as a 1-d array"),
+    _func("diag", [np.diag], _diag, "diagonal of a matrix, or matrix from a diagonal"),
+    _func("copy", [np.copy], ops.structural(np.copy), "a copy"),
+    _func("concatenate", [np.concatenate], ops.joining(np.concatenate), "join along an existing axis"),
+    _func("stack", [np.stack], ops.joining(np.stack), "join along a new axis"),
+    _func("hstack", [np.hstack], ops.joining(np.hstack), "join horizontally"),
+    _func("vstack", [np.vstack], ops.joining(np.vstack), "join vertically"),
+    _func("column_stack", [np.column_stack], ops.joining(np.column_stack), "1-d arrays as columns"),
+    _func("zeros_like", [np.zeros_like], ops.filled_like(0), "zeros shaped like a (assignable)", kind="creation"),
+    _func("ones_like", [np.ones_like], ops.filled_like(1), "ones shaped like a (assignable)", kind="creation"),
+    _func("empty_like", [np.empty_like], ops.filled_like(0), "like zeros_like (assignable)", kind="creation"),
+    _func("full_like", [np.full_like], ops.full_like, "filled with a (traced) value", kind="creation"),
+    _func("shape", [np.shape], _query(np.shape), "np.shape (a concrete tuple)", kind="query"),
+    _func("ndim", [np.ndim], _query(np.ndim), "np.ndim (a concrete int)", kind="query"),
+    _func("size", [np.size], _query(np.size), "np.size (a concrete int)", kind="query"),
+]
+
+
+def _register() -> None:
+    for row in TABLE:
+        if row.name in BY_NAME:
+            raise AssertionError(f"duplicate primitive {row.name}")
+        BY_NAME[row.name] = row
+        for fn in row.numpy:
+            (UFUNCS if isinstance(fn, np.ufunc) else FUNCTIONS)[fn] = row
+    add_ufunc_methods(
+        [r.numpy[0].__name__ for r in TABLE if isinstance(r.numpy[0], np.ufunc) and r.numpy[0].nin == 1]
+    )
+
+
+_register()
+
+#: Derivative rules by SymPy head, read by ``_diff``.
+HEAD_RULES: dict = {row.head: row.derivative for row in TABLE if row.head is not None}
+
+
+def supported_operations() -> list[tuple[str, str, str]]:
+    """The traceable NumPy operations as ``(numpy name, kind, description)`` rows.
+
+    >>> ("np.sin", "elementwise", "sine") in supported_operations()
+    True
+    """
+    rows = []
+    for row in TABLE:
+        for fn in row.numpy:
+            rows.append((_public_name(fn), row.kind, row.doc))
+    return rows
+
+
+def _public_name(fn) -> str:
+    if fn is np.linalg.norm:
+        return "np.linalg.norm"
+    return f"np.{fn.__name__}"

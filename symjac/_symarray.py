@@ -1,0 +1,435 @@
+"""``SymArray``: the traced array a user's NumPy code runs on.
+
+A ``SymArray`` is an object ndarray of SymPy DAG nodes plus the dtype NumPy
+would give the real array.  NumPy hands every ufunc and array function it is
+given to ``__array_ufunc__`` / ``__array_function__``; those look the
+operation up in the primitive table (``_primitives`` fills the registries
+below) and build new nodes.  This module knows nothing about derivatives.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+
+import numpy as np
+import sympy as sp
+from sympy.core.basic import Basic
+
+from . import _graph as g
+from ._errors import (
+    TracerControlFlowError,
+    TracerConversionError,
+    UnsupportedOperationError,
+)
+
+#: numpy ufunc -> Primitive, and numpy function -> Primitive (filled by _primitives).
+UFUNCS: dict = {}
+FUNCTIONS: dict = {}
+#: Primitive rows by name, for methods and operators.
+BY_NAME: dict = {}
+
+
+class SymArray:
+    """A traced array: an object ndarray of SymPy nodes with a NumPy dtype.
+
+    Users never build one; symjac passes them to the traced function in place
+    of the NumPy arrays it was called with.
+    """
+
+    __slots__ = ("elems", "dtype")
+    __array_priority__ = 1000
+    __hash__ = None  # elementwise ``==`` makes it unhashable, as ndarray is
+
+    def __init__(self, elems: np.ndarray, dtype) -> None:
+        if not isinstance(elems, np.ndarray):
+            arr = np.empty((), dtype=object)
+            arr[()] = elems
+            elems = arr
+        self.elems = elems
+        self.dtype = np.dtype(dtype)
+
+    # ----- array attributes -----------------------------------------------------
+
+    shape = property(lambda self: self.elems.shape)
+    ndim = property(lambda self: self.elems.ndim)
+    size = property(lambda self: self.elems.size)
+    T = property(lambda self: self.transpose())
+    real = property(lambda self: self)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d traced array")
+        for i in range(self.shape[0]):
+            yield SymArray(self.elems[i], self.dtype)
+
+    def __repr__(self) -> str:
+        if self.size <= 12:
+            body = np.array2string(self.elems, formatter={"all": str}, separator=", ")
+            return f"SymArray({body}, dtype={self.dtype})"
+        return f"SymArray(shape={self.shape}, dtype={self.dtype})"
+
+    # ----- NumPy protocols ------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get("out") is not None:
+            raise UnsupportedOperationError(
+                f"np.{ufunc.__name__}(..., out=...) writes into a concrete array, which "
+                "cannot hold traced values. Assign the result instead: y = np."
+                f"{ufunc.__name__}(...)."
+            )
+        if method == "__call__":
+            row = UFUNCS.get(ufunc)
+            if row is not None:
+                kwargs.pop("out", None)
+                return row.build(*inputs, **kwargs)
+        elif method == "reduce":
+            name = {"add": "sum", "multiply": "prod", "maximum": "amax", "minimum": "amin"}.get(
+                ufunc.__name__
+            )
+            if name is not None:
+                kwargs.pop("out", None)
+                return BY_NAME[name].build(*inputs, **kwargs)
+        label = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        raise unsupported(label)
+
+    def __array_function__(self, func, types, args, kwargs):
+        row = FUNCTIONS.get(func)
+        if row is None:
+            raise unsupported(_qualname(func))
+        return row.build(*args, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        # ``np.array([a, b])`` of traced values cannot be intercepted.  Handing
+        # NumPy an object array of 0-d SymArrays keeps it working: NumPy's
+        # object loops call our operators and ufunc-named methods, and symjac
+        # turns such object arrays back into SymArrays wherever it sees them.
+        if dtype is not None and np.dtype(dtype) != object:
+            raise conversion_error(f"np.asarray(..., dtype={np.dtype(dtype)})")
+        out = np.empty(self.shape, dtype=object)
+        for idx in np.ndindex(self.shape):
+            out[idx] = SymArray(self.elems[idx], self.dtype)
+        return out
+
+    # ----- things a traced value cannot do --------------------------------------
+
+    def __bool__(self):
+        raise TracerControlFlowError(
+            "Python control flow (`if`, `while`, `and`/`or`, `bool()`, `min()`/`max()` "
+            f"builtins) needs a concrete True/False, but this value is traced{user_location()}: "
+            "its value is only known when the compiled kernel runs. Write the branch with "
+            "np.where(cond, a, b) (or np.maximum / np.minimum / np.clip), which symjac "
+            "differentiates exactly; or, if the condition only depends on a setting, pass "
+            "that argument through static_argnums."
+        )
+
+    def __float__(self):
+        raise conversion_error("float()")
+
+    def __int__(self):
+        raise conversion_error("int()")
+
+    def __complex__(self):
+        raise conversion_error("complex()")
+
+    def __index__(self):
+        raise TracerConversionError(
+            "an integer index, size or loop count must be concrete, but this value is "
+            f"traced{user_location()}. Pass the argument it comes from through "
+            "static_argnums (e.g. sj.jit(f, static_argnums=1)) so its value is known "
+            "while tracing."
+        )
+
+    def item(self, *args):
+        raise conversion_error(".item()")
+
+    def tolist(self):
+        return [a.tolist() if a.ndim else a for a in self] if self.ndim else self
+
+    # ----- item access ----------------------------------------------------------
+
+    def __getitem__(self, key):
+        key = _static_index(key)
+        return SymArray(self.elems[key], self.dtype)
+
+    def __setitem__(self, key, value):
+        key = _static_index(key)
+        elems, _ = as_elems(value)
+        self.elems[key] = elems
+
+    # ----- methods mirroring ndarray --------------------------------------------
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return BY_NAME["reshape"].build(self, shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return BY_NAME["transpose"].build(self, axes or None)
+
+    def ravel(self, order="C"):
+        return self.reshape(-1, order=order)
+
+    def flatten(self, order="C"):
+        return self.reshape(-1, order=order)
+
+    def copy(self, order="C"):
+        return SymArray(self.elems.copy(), self.dtype)
+
+    def astype(self, dtype, copy=True):
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise UnsupportedOperationError(
+                f"astype({dtype}) of a traced array: only conversions to floating types "
+                "are traceable (rounding to integers has no derivative). Use np.floor / "
+                "np.round on values that are not differentiated, or keep floats."
+            )
+        return SymArray(self.elems, dtype)
+
+    def conj(self):
+        return self
+
+    conjugate = conj
+
+    def squeeze(self, axis=None):
+        return BY_NAME["squeeze"].build(self, axis)
+
+    def swapaxes(self, a, b):
+        return BY_NAME["swapaxes"].build(self, a, b)
+
+    def dot(self, other):
+        return BY_NAME["dot"].build(self, other)
+
+    def clip(self, min=None, max=None):
+        return BY_NAME["clip"].build(self, min, max)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return BY_NAME["diagonal"].build(self, offset, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1):
+        return BY_NAME["trace"].build(self, offset, axis1, axis2)
+
+    def cumsum(self, axis=None):
+        return BY_NAME["cumsum"].build(self, axis)
+
+    def cumprod(self, axis=None):
+        return BY_NAME["cumprod"].build(self, axis)
+
+
+def _reduction_method(name: str) -> Callable:
+    def method(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        return BY_NAME[name].build(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name, _row in {"sum": "sum", "mean": "mean", "prod": "prod", "max": "amax", "min": "amin"}.items():
+    setattr(SymArray, _name, _reduction_method(_row))
+
+
+def _operator(ufunc_name: str, reflected: bool = False) -> Callable:
+    def op(self, other):
+        row = UFUNCS[getattr(np, ufunc_name)]
+        return row.build(other, self) if reflected else row.build(self, other)
+
+    return op
+
+
+for _dunder, _uf in {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "truediv": "true_divide",
+    "pow": "power",
+    "matmul": "matmul",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+}.items():
+    setattr(SymArray, f"__{_dunder}__", _operator(_uf))
+    setattr(SymArray, f"__r{_dunder}__", _operator(_uf, reflected=True))
+for _dunder, _uf in {
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+    "eq": "equal",
+    "ne": "not_equal",
+}.items():
+    setattr(SymArray, f"__{_dunder}__", _operator(_uf))
+SymArray.__neg__ = lambda self: UFUNCS[np.negative].build(self)
+SymArray.__pos__ = lambda self: self
+SymArray.__abs__ = lambda self: UFUNCS[np.absolute].build(self)
+SymArray.__invert__ = lambda self: UFUNCS[np.invert].build(self)
+
+
+def add_ufunc_methods(names: list[str]) -> None:
+    """Give SymArray a method per unary ufunc (``x.sin()``), which NumPy's
+    object-dtype loops call on the elements of ``np.array([traced, ...])``."""
+    for name in names:
+        if not hasattr(SymArray, name):
+            setattr(SymArray, name, functools.partialmethod(_unary_method, name))
+
+
+def _unary_method(self, name):
+    return UFUNCS[getattr(np, name)].build(self)
+
+
+# ----- converting operands ---------------------------------------------------------
+
+
+def is_traced(value) -> bool:
+    """True for a SymArray, or an object ndarray holding any (``np.array([...])``)."""
+    if isinstance(value, SymArray):
+        return True
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return any(isinstance(v, (SymArray, Basic)) for v in value.flat)
+    return False
+
+
+def as_elems(value) -> tuple[np.ndarray, np.dtype | type]:
+    """An operand as (object ndarray of nodes, dtype).
+
+    Concrete Python scalars keep their Python type as dtype, so NumPy's "weak
+    scalar" promotion applies (``float32_array * 2.0`` stays float32).
+    """
+    if isinstance(value, SymArray):
+        return value.elems, value.dtype
+    if isinstance(value, (bool, int, float)):
+        return _const_elems(np.asarray(value, dtype=object)), type(value)
+    if isinstance(value, (list, tuple)):
+        value = _nested_to_object(value)
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        return _object_elems(value)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise UnsupportedOperationError(
+            f"traced code met a constant of dtype {arr.dtype}; symjac traces real numbers "
+            "(bool, int, float) only."
+        )
+    return _const_elems(arr), arr.dtype
+
+
+def _nested_to_object(value) -> np.ndarray:
+    try:
+        arr = np.array(value, dtype=object)
+    except ValueError as exc:
+        raise UnsupportedOperationError(f"cannot make an array of {value!r}: {exc}") from None
+    return arr
+
+
+def _object_elems(arr: np.ndarray) -> tuple[np.ndarray, np.dtype]:
+    out = np.empty(arr.shape, dtype=object)
+    dtypes = []
+    for idx in np.ndindex(arr.shape):
+        v = arr[idx]
+        if isinstance(v, SymArray):
+            if v.ndim:
+                raise UnsupportedOperationError(
+                    "np.array of traced arrays with mismatched shapes (a ragged array)"
+                )
+            out[idx] = v.elems[()]
+            dtypes.append(v.dtype)
+        elif isinstance(v, Basic):
+            out[idx] = v
+            dtypes.append(np.dtype(np.float64))
+        else:
+            out[idx] = g.const(v)
+            dtypes.append(type(v) if isinstance(v, (bool, int, float)) else np.asarray(v).dtype)
+    dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+    return out, dtype
+
+
+_const_vec = np.frompyfunc(g.const, 1, 1)
+
+
+def _const_elems(arr: np.ndarray) -> np.ndarray:
+    out = _const_vec(arr)
+    if not isinstance(out, np.ndarray):
+        box = np.empty((), dtype=object)
+        box[()] = out
+        out = box
+    return out
+
+
+def from_object_array(value) -> SymArray:
+    """A SymArray from anything ``as_elems`` accepts (constants included)."""
+    elems, dtype = as_elems(value)
+    return SymArray(elems, np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype)
+
+
+def _static_index(key):
+    parts = key if isinstance(key, tuple) else (key,)
+    for part in parts:
+        if is_traced(part):
+            raise UnsupportedOperationError(
+                "indexing with a traced array (x[idx] where idx depends on the traced "
+                "inputs, or a boolean mask like x[x > 0]) gives shapes that depend on "
+                f"values{user_location()}. Use np.where(mask, x, 0) to keep shapes fixed, "
+                "or pass the index through static_argnums."
+            )
+    return key
+
+
+# ----- messages --------------------------------------------------------------------
+
+
+def _qualname(func) -> str:
+    module = getattr(func, "__module__", "") or ""
+    name = getattr(func, "__name__", repr(func))
+    if module.startswith("numpy"):
+        sub = module.split(".")[1:]
+        sub = [s for s in sub if not s.startswith("_") and s not in ("core", "lib")]
+        return ".".join(["np", *sub, name])
+    return f"{module}.{name}" if module else name
+
+
+def unsupported(label: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        f"{label} is not supported by symjac's tracer{user_location()}. symjac traces "
+        "the operations listed by symjac.supported_operations(); rewrite this step with "
+        "those (for example np.where for branches), or compute it outside the traced "
+        "function and pass the result as an argument."
+    )
+
+
+def conversion_error(what: str) -> TracerConversionError:
+    return TracerConversionError(
+        f"{what} needs a concrete number, but this value is traced{user_location()}. "
+        "Traced values only exist symbolically while symjac records the function. Keep "
+        "the computation in NumPy operations; to build an output array use "
+        "np.zeros_like(x) / np.empty_like(x) (then assign into it), np.array([...]) or "
+        "np.stack, not a preallocated np.zeros(n)."
+    )
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+_SYMPY = os.path.dirname(os.path.abspath(sp.__file__))
+
+
+def user_location() -> str:
+    """`` at file.py:12 (`code`)`` for the innermost frame outside symjac/NumPy/SymPy."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith((_HERE, _NUMPY, _SYMPY)) and not path.startswith("<frozen"):
+            import linecache
+
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            where = f"{os.path.basename(path)}:{frame.f_lineno}"
+            return f" (at {where}: `{line}`)" if line else f" (at {where})"
+        frame = frame.f_back
+    return ""

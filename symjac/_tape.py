@@ -1,0 +1,84 @@
+"""Encoding an SSA program as arrays for the tape interpreter (``_tape_vm``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _codegen, _tape_vm
+from ._codegen import Program
+
+assert _codegen.OPCODES == _tape_vm.NAMES, "opcode tables out of sync"
+_OP = {name: i for i, name in enumerate(_codegen.OPCODES)}
+
+
+@dataclass
+class Tape:
+    """A program as arrays: ``code[k] = (opcode, a, b, c)`` over value slots."""
+
+    code: np.ndarray
+    consts: np.ndarray
+    store_idx: np.ndarray
+    store_val: np.ndarray
+    const_idx: np.ndarray
+    const_val: np.ndarray
+
+    @property
+    def n_ops(self) -> int:
+        return self.code.shape[0]
+
+    def run(self, inputs: np.ndarray, out: np.ndarray) -> None:
+        """Evaluate on the flat input buffer into the flat, zeroed output buffer."""
+        work = np.empty(max(self.n_ops, 1), dtype=self.consts.dtype)
+        _tape_vm.run(self.code, self.consts, inputs, self.store_idx, self.store_val,
+                     self.const_idx, self.const_val, work, out)
+
+    def run_batch(self, inputs: np.ndarray, out: np.ndarray) -> None:
+        """Evaluate every row of ``inputs`` (B, n_in) into ``out`` (B, n_out)."""
+        _tape_vm.run_batch(self.code, self.consts, inputs, self.store_idx, self.store_val,
+                           self.const_idx, self.const_val, out)
+
+
+_ready: set = set()
+
+
+def ensure_ready(dtype) -> None:
+    """Load the interpreter's machine code for ``dtype`` now.
+
+    Loading needs Numba's compiler lock, which a background kernel compile
+    holds for seconds; doing it first keeps the first call from waiting.
+    """
+    dtype = np.dtype(dtype)
+    if dtype in _ready:
+        return
+    empty = np.zeros(0, dtype=np.int64)
+    _tape_vm.run(np.zeros((0, 4), dtype=np.int64), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype),
+                 empty, empty, empty, np.zeros(0, dtype=dtype), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype))
+    _ready.add(dtype)
+
+
+def encode(program: Program, in_sizes: list[int], out_sizes: list[int], dtype) -> Tape:
+    in_off = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
+    out_off = np.concatenate([[0], np.cumsum(out_sizes)]).astype(np.int64)
+    code = np.zeros((len(program.ops), 4), dtype=np.int64)
+    consts: list[float] = []
+    for k, (op, args, payload) in enumerate(program.ops):
+        code[k, 0] = _OP[op]
+        if op == "load":
+            code[k, 1] = in_off[payload[0]] + payload[1]
+        elif op == "const":
+            code[k, 1] = len(consts)
+            consts.append(payload)
+        else:
+            code[k, 1 : 1 + len(args)] = args
+    dtype = np.dtype(dtype)
+    stores = program.stores
+    return Tape(
+        code=code,
+        consts=np.array(consts or [0.0], dtype=dtype),
+        store_idx=np.array([out_off[o] + f for o, f, _ in stores], dtype=np.int64),
+        store_val=np.array([v for _, _, v in stores], dtype=np.int64),
+        const_idx=np.array([out_off[o] + f for o, f, _ in program.const_stores], dtype=np.int64),
+        const_val=np.array([v for _, _, v in program.const_stores], dtype=dtype),
+    )

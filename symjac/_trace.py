@@ -1,0 +1,135 @@
+"""Tracing: run a user's function on SymArrays and collect its outputs.
+
+``ArgSpec`` (shape, dtype) is the abstract value a kernel is specialised on.
+Input symbols are named after the function's parameters (``x_0``, ``w_1_0``)
+so that symbolic results read naturally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from . import _graph as g
+from ._errors import InputTypeError
+from ._symarray import SymArray, from_object_array, is_traced
+
+_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("symjac_trace_depth", default=0)
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """The abstract value of an array argument: what a kernel is compiled for."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __str__(self) -> str:
+        return f"{self.dtype}{list(self.shape)}"
+
+
+def spec_of(value, name: str) -> ArgSpec:
+    """The ArgSpec of a concrete argument, or an InputTypeError saying why not."""
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return ArgSpec((), np.asarray(value).dtype)
+    if isinstance(value, (complex, np.complexfloating)) or (
+        isinstance(value, np.ndarray) and value.dtype.kind == "c"
+    ):
+        raise InputTypeError(
+            f"argument {name!r} is complex ({np.asarray(value).dtype}); symjac differentiates "
+            "real functions. Split it into real and imaginary parts, or pass it through "
+            "static_argnums if it is a constant."
+        )
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged lists and the like
+        raise InputTypeError(f"argument {name!r} is not an array: {exc}") from None
+    if arr.dtype.kind not in "biuf":
+        raise InputTypeError(
+            f"argument {name!r} should be a real number or array of real numbers, but "
+            f"is {type(value).__name__} (dtype {arr.dtype}). Pass non-numeric settings "
+            "(strings, functions, options) through static_argnums, e.g. "
+            "sj.jit(f, static_argnums=1)."
+        )
+    return ArgSpec(arr.shape, arr.dtype)
+
+
+def input_symbols(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Real Symbols named ``name`` (0-d) or ``name_i_j`` for each element."""
+    out = np.empty(shape, dtype=object)
+    if shape == ():
+        out[()] = sp.Symbol(name, real=True)
+        return out
+    for idx in np.ndindex(shape):
+        out[idx] = sp.Symbol(f"{name}_{'_'.join(map(str, idx))}", real=True)
+    return out
+
+
+_fresh_counter = iter(range(1 << 62))
+
+
+def fresh_variables(like: SymArray) -> SymArray:
+    """Placeholder Symbols standing for ``like``'s elements while differentiating
+    inside another trace (named so no user parameter can take the name)."""
+    n = next(_fresh_counter)
+    out = np.empty(like.shape, dtype=object)
+    for k, idx in enumerate(np.ndindex(like.shape)):
+        out[idx] = sp.Symbol(f"ζ{n}_{k}", real=True)
+    return SymArray(out, like.dtype)
+
+
+def is_tracing() -> bool:
+    return _DEPTH.get() > 0
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[None]:
+    token = _DEPTH.set(_DEPTH.get() + 1)
+    try:
+        with g.building():
+            yield
+    finally:
+        _DEPTH.reset(token)
+
+
+@dataclass
+class Traced:
+    """A traced function's outputs: one array, or a tuple of them."""
+
+    arrays: tuple[SymArray, ...]
+    single: bool
+
+    def pack(self, arrays: Sequence):
+        return arrays[0] if self.single else tuple(arrays)
+
+
+def call_traced(fn: Callable, args: Sequence) -> Traced:
+    """Run ``fn`` on traced arguments and normalise what it returns.
+
+    A tuple return means several outputs; a list is read as an array (the way
+    NumPy and SciPy read ``return [dx, dy]``).
+    """
+    with tracing():
+        result = fn(*args)
+    if isinstance(result, tuple):
+        return Traced(tuple(_as_output(r) for r in result), single=False)
+    return Traced((_as_output(result),), single=True)
+
+
+def _as_output(value) -> SymArray:
+    if isinstance(value, SymArray):
+        return value
+    if is_traced(value) or isinstance(value, (list, np.ndarray, int, float, bool, np.number)):
+        out = from_object_array(value)
+        if out.dtype.kind not in "biuf":
+            raise InputTypeError(f"the function returned an array of dtype {out.dtype}")
+        return out
+    raise InputTypeError(
+        f"the traced function returned {type(value).__name__}; symjac expects an array, "
+        "a number, a list (read as an array) or a tuple of those."
+    )
