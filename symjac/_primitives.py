@@ -184,7 +184,7 @@ def _where_build(condition, x=None, y=None):
 def _clip_build(a, a_min=None, a_max=None, out=None, **kwargs):
     ops._reject_kwargs("clip", {"out": out})
     lo, hi = kwargs.pop("min", a_min), kwargs.pop("max", a_max)
-    dtype = result_dtype(np.add, *(as_elems(v)[1] for v in (a, lo, hi) if v is not None))
+    dtype = result_dtype(np.clip, *(as_elems(v)[1] for v in (a, lo, hi) if v is not None))
     x = from_object_array(a)
     if lo is not None:
         x = elementwise(_max, (x, lo), dtype)

@@ -43,6 +43,14 @@ class SymArray:
     __array_priority__ = 1000
     __hash__ = None  # elementwise ``==`` makes it unhashable, as ndarray is
 
+    def __new__(cls, elems=None, dtype=None):
+        # 0-d values get no __getitem__: NumPy treats anything indexable as a
+        # sequence, and would hide our error for ``np.zeros(2)[0] = traced``
+        # behind "setting an array element with a sequence".
+        if cls is SymArray and isinstance(elems, np.ndarray) and elems.ndim > 0:
+            cls = _Indexable
+        return object.__new__(cls)
+
     def __init__(self, elems: np.ndarray, dtype) -> None:
         if not isinstance(elems, np.ndarray):
             arr = np.empty((), dtype=object)
@@ -58,17 +66,6 @@ class SymArray:
     size = property(lambda self: self.elems.size)
     T = property(lambda self: self.transpose())
     real = property(lambda self: self)
-
-    def __len__(self) -> int:
-        if self.ndim == 0:
-            raise TypeError("len() of a 0-d traced array")
-        return self.shape[0]
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d traced array")
-        for i in range(self.shape[0]):
-            yield SymArray(self.elems[i], self.dtype)
 
     def __repr__(self) -> str:
         if self.size <= 12:
@@ -153,17 +150,6 @@ class SymArray:
     def tolist(self):
         return [a.tolist() if a.ndim else a for a in self] if self.ndim else self
 
-    # ----- item access ----------------------------------------------------------
-
-    def __getitem__(self, key):
-        key = _static_index(key)
-        return SymArray(self.elems[key], self.dtype)
-
-    def __setitem__(self, key, value):
-        key = _static_index(key)
-        elems, _ = as_elems(value)
-        self.elems[key] = elems
-
     # ----- methods mirroring ndarray --------------------------------------------
 
     def reshape(self, *shape, order="C"):
@@ -223,6 +209,28 @@ class SymArray:
 
     def cumprod(self, axis=None):
         return BY_NAME["cumprod"].build(self, axis)
+
+
+class _Indexable(SymArray):
+    """A traced array of one or more dimensions: indexable, iterable, assignable."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(self.shape[0]):
+            yield SymArray(self.elems[i], self.dtype)
+
+    def __getitem__(self, key):
+        key = _static_index(key)
+        return SymArray(self.elems[key], self.dtype)
+
+    def __setitem__(self, key, value):
+        key = _static_index(key)
+        elems, _ = as_elems(value)
+        self.elems[key] = elems[()] if elems.ndim == 0 else elems
 
 
 def _reduction_method(name: str) -> Callable:

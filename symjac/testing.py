@@ -6,9 +6,10 @@ of ``f`` itself, along random directions:
 
 * forward:  ``jvp(f)(x, v) ≈ (f(x + h v) - f(x - h v)) / 2h``;
 * reverse:  ``⟨u, J v⟩ = ⟨uᵀJ, v⟩`` (the VJP against the checked JVP);
-* ``order=2`` repeats both checks on the derivative functions themselves
-  (``x -> jvp(f)(x, v)`` and ``x -> vjp(f)(x, u)``), which checks second
-  derivatives too.
+* ``order=2`` checks second derivatives against mixed finite differences of
+  ``f`` itself, and repeats both checks on the derivative functions
+  (``x -> jvp(f)(x, v)`` and ``x -> vjp(f)(x, u)``), so forward-over-forward
+  and reverse-over-forward agree too.
 
 The lower-level :func:`check_jvp` and :func:`check_vjp` take the derivative
 functions as arguments, so they can check any implementation.
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["check_grads", "check_jvp", "check_vjp", "numerical_jvp"]
+__all__ = ["check_grads", "check_jvp", "check_vjp", "numerical_jvp", "numerical_second"]
 
 
 def _flat(value) -> np.ndarray:
@@ -48,6 +49,21 @@ def numerical_jvp(f: Callable, args: Sequence, argnum: int, v: np.ndarray, h: fl
         return _flat(f(*_with(args, argnum, x + t * v)))
 
     return (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h)
+
+
+def numerical_second(f: Callable, args: Sequence, argnum: int, v: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Second directional derivative ``d²f[v, w]`` straight from values of ``f``
+    (mixed central differences, Richardson-extrapolated to error O(h⁴))."""
+    x = np.asarray(args[argnum], dtype=np.float64)
+    base = 2e-3 * max(1.0, float(np.max(np.abs(x), initial=0.0)))
+
+    def at(a, b):
+        return _flat(f(*_with(args, argnum, x + a * v + b * w)))
+
+    def mixed(h):
+        return (at(h, h) - at(h, -h) - at(-h, h) + at(-h, -h)) / (4 * h * h)
+
+    return (4 * mixed(base / 2) - mixed(base)) / 3
 
 
 def _compare(kind: str, got, want, rtol: float, atol: float, detail: str) -> None:
@@ -132,7 +148,12 @@ def check_grads(
         if order > 1:
             x = np.asarray(args[argnum], dtype=np.float64)
             v = rng.standard_normal(x.shape)
+            w = rng.standard_normal(x.shape)
             y = f(*args)
+            # second derivatives against f itself, not against symjac's first derivative
+            d2 = sj.jvp(lambda *a, _v=v: jvp_fn(*a, _v), argnum)(*args, w)
+            _compare("second-derivative", _flat(d2), numerical_second(f, args, argnum, v, w),
+                     100 * rtol, 100 * atol, f" (argument {argnum}, d²f[v, w])")
             if "fwd" in modes:
                 check_grads(lambda *a, _v=v: jvp_fn(*a, _v), args, argnum, order=order - 1,
                             modes=modes, rtol=rtol, atol=atol, seed=seed + 1)

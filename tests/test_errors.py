@@ -1,0 +1,162 @@
+"""Every error users are promised: its class, its builtin base, and a message
+that says what was expected, what was seen and how to fix it."""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+
+X = np.array([1.0, 2.0, 3.0, 4.0])
+outer = lambda x: np.outer(x, x)  # noqa: E731  (4,) -> (4, 4)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _tape_only():
+    with sj.compiling("never"):
+        yield
+
+
+def test_vjp_with_an_input_shaped_vector_points_to_jvp():
+    with pytest.raises(sj.ShapeError) as info:
+        sj.vjp(outer)(X, np.ones(4))
+    msg = str(info.value)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, sj.SymjacError)
+    assert "(4, 4)" in msg and "(4,)" in msg
+    assert "jvp" in msg and "J·v" in msg
+
+
+def test_jvp_with_an_output_shaped_vector_points_to_vjp():
+    with pytest.raises(sj.ShapeError) as info:
+        sj.jvp(outer)(X, np.ones((4, 4)))
+    msg = str(info.value)
+    assert "(4,)" in msg and "(4, 4)" in msg
+    assert "vjp" in msg and "uᵀ·J" in msg
+
+
+def test_wrongly_shaped_vector_without_a_better_guess():
+    with pytest.raises(sj.ShapeError, match=r"must have the input's shape \(4,\); got \(3,\)"):
+        sj.jvp(outer)(X, np.ones(3))
+
+
+@pytest.mark.parametrize("transform", [sj.grad, sj.hvp, sj.laplacian])
+def test_scalar_only_transforms_reject_vector_outputs(transform):
+    args = (X, X) if transform is sj.hvp else (X,)
+    with pytest.raises(sj.NonScalarOutputError) as info:
+        transform(lambda x: x ** 2)(*args)
+    assert isinstance(info.value, ValueError)
+    msg = str(info.value)
+    assert "scalar" in msg and "(4,)" in msg and "jacobian" in msg
+
+
+def test_hessian_of_a_vector_output_follows_the_layout_contract():
+    assert sj.hessian(lambda x: x ** 2)(X).shape == (4, 4, 4)
+
+
+def test_divergence_needs_matching_shapes():
+    with pytest.raises(sj.ShapeError, match="input's shape"):
+        sj.divergence(lambda x: x[:2])(X)
+
+
+def test_wrong_number_of_arguments():
+    def f(x, w):
+        return x * w
+
+    with pytest.raises(sj.ArityError) as info:
+        sj.jacobian(f)(X)
+    assert isinstance(info.value, TypeError) and "'w'" in str(info.value)
+    with pytest.raises(sj.ArityError, match="takes 2 positional arguments"):
+        sj.jit(f)(X, X, X)
+    with pytest.raises(sj.ArityError, match="followed by v"):
+        sj.jvp(lambda x: x)()
+
+
+def test_argnums_out_of_range_or_malformed():
+    with pytest.raises(sj.ArgumentError) as info:
+        sj.jacobian(lambda x, w: x * w, argnums=2)
+    assert isinstance(info.value, ValueError) and "takes 2 arguments" in str(info.value)
+    with pytest.raises(sj.ArgumentError, match="int or a tuple"):
+        sj.grad(lambda x: x, argnums="x")
+    with pytest.raises(sj.ArgumentError, match="both differentiated"):
+        sj.grad(lambda x, n: x, argnums=1, static_argnums=1)
+
+
+def test_non_numeric_and_complex_inputs():
+    with pytest.raises(sj.InputTypeError) as info:
+        sj.jit(lambda x, mode: x)(X, "fast")
+    assert isinstance(info.value, TypeError) and "static_argnums" in str(info.value)
+    with pytest.raises(sj.InputTypeError, match="complex"):
+        sj.grad(lambda z: np.sum(z))(np.array([1 + 2j]))
+
+
+def test_unhashable_static_argument():
+    with pytest.raises(sj.ArgumentError, match="hashable"):
+        sj.jit(lambda x, opts: x, static_argnums=1)(X, {"a": 1})
+
+
+def test_unsupported_numpy_function_is_named():
+    with pytest.raises(sj.UnsupportedOperationError) as info:
+        sj.jacobian(lambda x: np.sort(x))(X)
+    msg = str(info.value)
+    assert isinstance(info.value, NotImplementedError)
+    assert "np.sort" in msg and "supported_operations" in msg
+    with pytest.raises(sj.UnsupportedOperationError, match="np.linalg.inv"):
+        sj.jit(lambda x: np.linalg.inv(x))(np.eye(2))
+
+
+def test_python_if_on_a_traced_value_names_the_line_and_np_where():
+    def f(x):
+        if x[0] > 0:  # the offending line
+            return x
+        return -x
+
+    with pytest.raises(sj.TracerControlFlowError) as info:
+        sj.grad(lambda x: np.sum(f(x)))(X)
+    msg = str(info.value)
+    assert isinstance(info.value, TypeError)
+    assert "np.where" in msg and "test_errors.py" in msg and "if x[0] > 0" in msg
+
+
+def test_while_and_builtin_max_on_traced_values():
+    def loop(x):
+        while x.sum() < 10:
+            x = x * 2
+        return x
+
+    with pytest.raises(sj.TracerControlFlowError):
+        sj.jit(loop)(X)
+    with pytest.raises(sj.TracerControlFlowError, match="np.maximum"):
+        sj.jit(lambda x: max(x[0], x[1]))(X)
+
+
+def test_concretizing_a_traced_value():
+    with pytest.raises(sj.TracerConversionError, match="np.zeros_like"):
+        sj.jit(lambda x: float(x[0]))(X)
+
+    def fill(x):
+        out = np.zeros(2)
+        out[0] = x[0]
+        return out
+
+    with pytest.raises(sj.TracerConversionError, match="zeros_like"):
+        sj.jit(fill)(X)
+    def repeat(x, n):
+        for _ in range(n):  # n is a runtime input unless static
+            x = np.sin(x)
+        return x
+
+    with pytest.raises(sj.TracerConversionError, match="static_argnums"):
+        sj.jit(repeat)(X, 3)
+    np.testing.assert_allclose(sj.jit(repeat, static_argnums=1)(X, 2), np.sin(np.sin(X)))
+
+
+def test_traced_index_is_rejected_with_a_fix():
+    with pytest.raises(sj.UnsupportedOperationError, match="np.where"):
+        sj.jit(lambda x: x[x > 2])(X)
+
+
+def test_every_error_subclasses_symjac_error_and_a_builtin():
+    builtins = (ValueError, TypeError, NotImplementedError, RuntimeError)
+    for name in dir(sj):
+        obj = getattr(sj, name)
+        if isinstance(obj, type) and issubclass(obj, Exception) and obj is not sj.SymjacError:
+            assert issubclass(obj, sj.SymjacError) and issubclass(obj, builtins), name
