@@ -275,7 +275,7 @@ def safe_names(names: Sequence[str]) -> list[str]:
     out: list[str] = []
     for name in names:
         name = re.sub(r"\W", "_", name) or "arg"
-        if name[0].isdigit() or keyword.iskeyword(name) or re.fullmatch(r"(t|out|flat|_C)\d*|np|njit|k", name):
+        if name[0].isdigit() or keyword.iskeyword(name) or re.fullmatch(r"(t|out|flat)\d+|_.*|np|njit", name):
             name = f"arg_{name}"
         while name in out:
             name += "_"
@@ -346,8 +346,11 @@ class _Printer:
         if op == "xor":
             return f"{self.operand(args[0], 41)} != {self.operand(args[1], 41)}", 40
         if op == "select":
+            # a call, not `a if c else b`: every branch costs Numba basic blocks
+            # (compile time grows superlinearly in them); LLVM inlines the helper
+            # into a branchless select.  Both values are computed, as on the tape.
             c, a, b = args
-            return f"{self.operand(a, 6)} if {self.operand(c, 6)} else {self.operand(b, 5)}", 5
+            return f"_select({self.operand(c, 0)}, {self.operand(a, 0)}, {self.operand(b, 0)})", _ATOM
         return f"np.{op}({', '.join(self.operand(a, 0) for a in args)})", _ATOM
 
     def run(self) -> list[str]:
@@ -387,8 +390,17 @@ def kernel_source(program: Program, spec: KernelSpec) -> str:
         const_blocks.append(f"_C{out}_VAL = np.array([{vals}], dtype=np.{spec.dtype})")
         const_lines += [
             f"flat{out} = out{out}.reshape(-1)",
-            f"for k in range(_C{out}_IDX.shape[0]):",
-            f"    flat{out}[_C{out}_IDX[k]] = _C{out}_VAL[k]",
+            f"for _i in range(_C{out}_IDX.shape[0]):",
+            f"    flat{out}[_C{out}_IDX[_i]] = _C{out}_VAL[_i]",
+        ]
+    helpers = []
+    if any(op == "select" for op, _, _ in program.ops):
+        helpers = [
+            "@njit(cache=True, inline=\"never\")",
+            "def _select(c, a, b):",
+            "    return a if c else b",
+            "",
+            "",
         ]
     params = [name for name, _ in spec.inputs] + [f"out{k}" for k in range(len(spec.outputs))]
     lines = body + const_lines or ["pass"]
@@ -406,6 +418,7 @@ def kernel_source(program: Program, spec: KernelSpec) -> str:
         *const_blocks,
         *([""] if const_blocks else []),
         "",
+        *helpers,
         '@njit(cache=True, nogil=True, error_model="numpy")',
         f"def {spec.name}({', '.join(params)}):",
     ]

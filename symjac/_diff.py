@@ -192,6 +192,31 @@ def _select_tangent(branches, tangents: dict) -> dict:
     return out
 
 
+#: Heads that can turn finite operands into inf or NaN (poles, domain edges,
+#: overflow).  A partial built without them is finite wherever the inputs are.
+_MAY_BLOW_UP = {sp.log, sp.tan, sp.asin, sp.acos, sp.atanh, sp.acosh, sp.exp, sp.sinh, sp.cosh}
+_MAY_BLOW_UP.update(f for f in HEAD_RULES if getattr(f, "__name__", "") in ("log1p", "expm1"))
+
+
+def _may_blow_up(node: Basic) -> bool:
+    """True unless ``node`` is finite for every finite input (memoised per build)."""
+    table = g._INTERN.get()
+    memo = table.setdefault(("may-blow-up",), {}) if table is not None else {}
+    if node in memo:
+        return memo[node]
+    for sub in g.topo_order([node], done=memo):
+        head = sub.func
+        if head is g.Pow:
+            exp = sub.args[1]
+            own = not (exp.is_Integer and exp >= 0)
+        else:
+            own = head in _MAY_BLOW_UP
+        memo[sub] = own or any(memo.get(a, False) for a in g.operands(sub))
+    if node not in memo:  # a leaf
+        memo[node] = node.is_Number and not node.is_finite
+    return memo[node]
+
+
 def _guarded_mul(adjoint: Basic, partial: Basic) -> Basic:
     """``adjoint * partial`` that is exactly 0 when the adjoint is (see module doc)."""
     if partial.is_Number or adjoint.is_Number:
@@ -233,7 +258,8 @@ def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic]) -> dict:
                     continue
                 target = pending[child]
                 for key, a in adjoint.items():
-                    target[key].append(_guarded_mul(a, partial) if is_guarded else g.mul(partial, a))
+                    guard = is_guarded and _may_blow_up(partial)
+                    target[key].append(_guarded_mul(a, partial) if guard else g.mul(partial, a))
                 if is_guarded:
                     guarded.add(child)
         else:

@@ -1,0 +1,72 @@
+"""The kernel cache: hits, one build per new shape or dtype, sharing between
+transform objects, and a second process reusing the disk cache."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import symjac as sj
+
+from cache_probe import field
+
+HERE = os.path.dirname(__file__)
+
+
+@pytest.fixture(autouse=True)
+def _sync():
+    with sj.compiling("sync"):
+        yield
+
+
+def test_same_shapes_hit_new_shape_or_dtype_builds_once():
+    f = sj.jacobian(lambda x, a: np.sin(a * x) * x)
+    x = np.linspace(0, 1, 4)
+    f(x, 2.0)
+    base = sj.cache_info()
+    f(x + 1, 3.0)
+    f(x * 2, 1.0)
+    mid = sj.cache_info()
+    assert (mid.misses, mid.compiles + mid.disk_loads) == (base.misses, base.compiles + base.disk_loads)
+    assert mid.hits == base.hits + 2
+    f(np.linspace(0, 1, 5), 2.0)  # new shape
+    f(x.astype(np.float32), np.float32(2.0))  # new dtype
+    end = sj.cache_info()
+    assert end.misses == mid.misses + 2
+    assert end.compiles + end.disk_loads == mid.compiles + mid.disk_loads + 2
+
+
+def test_transform_objects_of_the_same_function_share_kernels():
+    def g(x):
+        return x ** 3
+
+    sj.grad(lambda x: 0.0)  # unrelated
+    sj.jacobian(g)(np.ones(3))
+    before = sj.cache_info().misses
+    sj.jacobian(g)(np.ones(3))  # a new Transform object, same function
+    assert sj.cache_info().misses == before
+
+
+def test_kernel_counters_and_clear_caches():
+    sj.jit(lambda x: np.cos(x) + 2)(np.ones(2))
+    assert sj.cache_info().entries >= 1
+    sj.clear_caches()
+    info = sj.cache_info()
+    assert (info.hits, info.misses, info.entries) == (0, 0, 0)
+
+
+def test_a_second_process_loads_the_kernel_from_disk():
+    x = np.linspace(0, 1, 7)
+    here = sj.jacobian(field)(x)  # compiled (or loaded) by this process
+    assert sj.jacobian(field).info(x).tier == "kernel"
+    env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, os.path.join(HERE, "cache_probe.py")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["stats"]["compiles"] == 0, report
+    assert report["stats"]["disk_loads"] == 1 and report["tier"] == "kernel"
+    assert report["sum"] == float(here.sum())

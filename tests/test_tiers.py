@@ -1,0 +1,93 @@
+"""The tape interpreter and the specialised kernels run the same program and
+must return the same bits; the switch from one to the other is visible."""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac import examples
+
+from primitive_cases import CASES, DOMAINS
+
+
+def _combined(shape):
+    """One function computing every primitive case that accepts ``shape`` arguments,
+    so a handful of kernels cover the whole table."""
+    picked = [(name, c) for name, cases in CASES.items() for c in cases if all(s == shape for s in c.shapes[0])
+              and len(c.shapes[0]) <= 2]
+
+    def everything(real, pos, unit, gt1, frac, apart, apart2):
+        pools = dict(real=real, pos=pos, unit=unit, gt1=gt1, frac=frac, apart=apart, apart2=apart2)
+        return tuple(np.asarray(c.fn(*(pools[d] for d in c.domains))) * 1.0 for _, c in picked)
+
+    return everything, picked
+
+
+def _args(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return [DOMAINS[d](rng, shape) for d in ("real", "pos", "unit", "gt1", "frac", "apart", "apart2")]
+
+
+def _both(transform, args):
+    with sj.compiling("never"):
+        tape = transform(*args)
+    info = transform.compile(*args)
+    assert info.tier == "kernel" and info.state == "ready", info
+    kernel = transform(*args)
+    return tape, kernel
+
+
+def _assert_identical(a, b):
+    if isinstance(a, tuple):
+        assert len(a) == len(b)
+        for p, q in zip(a, b):
+            _assert_identical(p, q)
+    else:
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_array_equal(a, b)  # bit for bit (NaNs in the same places)
+
+
+@pytest.mark.parametrize("kind", ["jit", "jacobian"])
+def test_every_primitive_gives_identical_bits_on_tape_and_kernel(kind):
+    fn, picked = _combined(())
+    assert len(picked) > 60
+    transform = sj.jit(fn) if kind == "jit" else sj.jacobian(fn, argnums=(0, 1, 2, 3, 5, 6))
+    args = _args(())
+    tape, kernel = _both(transform, args)
+    _assert_identical(tape, kernel)
+
+
+@pytest.mark.parametrize("make", examples.ALL, ids=lambda m: m.__name__[5:])
+def test_examples_give_identical_bits_on_tape_and_kernel(make):
+    ex = make()
+    transform = sj.hessian(ex.fn) if ex.scalar else sj.jacobian(ex.fn, argnums=1 if ex.name in ("pendulum", "robertson") else 0)
+    tape, kernel = _both(transform, ex.args)
+    _assert_identical(tape, kernel)
+
+
+def test_float32_identical_bits():
+    fn, _ = _combined((3,))
+    args = [a.astype(np.float32) for a in _args((3,))]
+    tape, kernel = _both(sj.jit(fn), args)
+    _assert_identical(tape, kernel)
+
+
+def test_background_compile_serves_the_tape_then_swaps_in_the_kernel():
+    def heavy(x):
+        y = x
+        for k in range(12):
+            y = np.sin(y * (k + 1)) + np.cos(y[::-1]) * y.sum()
+        return y
+
+    x = np.linspace(0.1, 1.0, 8)
+    f = sj.jacobian(heavy)
+    with sj.compiling("background"):
+        first = f(x)
+        info = f.info(x)
+        assert info.tier == "tape" and info.state == "compiling"
+    sj.wait_for_kernels()
+    info = f.info(x)
+    assert info.tier == "kernel" and info.state == "ready" and info.compile_seconds > 0
+    np.testing.assert_array_equal(f(x), first)
+    stats = sj.cache_info()
+    assert stats.tape_calls >= 1 and stats.kernel_calls >= 1
