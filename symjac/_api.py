@@ -20,6 +20,7 @@ from ._errors import ArgumentError, ArityError
 from ._symarray import is_traced
 
 _EXTRA_NAME = {"jvp": "v", "vjp": "u", "hvp": "v"}
+_PLAIN = {np.ndarray, float, int, np.float64, np.float32}
 
 
 def _normalize_argnums(argnums, n_params: int | None, label: str) -> tuple[tuple[int, ...], bool]:
@@ -144,6 +145,7 @@ class Transform:
             except AttributeError:
                 pass
         self.__wrapped__ = fn
+        self._arity = self.n_params
 
     # ----- signature ---------------------------------------------------------------
 
@@ -185,10 +187,13 @@ class Transform:
     # ----- calling ------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        if kwargs or len(args) != self.n_params:
+        if kwargs or len(args) != self._arity:
             args = self.bind(args, kwargs)
-        if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
-            return self.symbolic_apply(list(args), top=False)
+        for a in args:  # fast path: plain arrays and numbers are never traced
+            if type(a) not in _PLAIN:
+                if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
+                    return self.symbolic_apply(list(args), top=False)
+                break
         return _dispatch.call(self, args)
 
     def symbolic_apply(self, args: list, top: bool):

@@ -264,7 +264,7 @@ class KernelSpec:
     """Everything needed to print one kernel."""
 
     name: str
-    inputs: list[tuple[str, tuple[int, ...]]]  # parameter name, kernel-side shape
+    inputs: list[tuple[str, tuple[int, ...]]]  # parameter name, shape (() = a scalar argument)
     outputs: list[tuple[int, ...]]  # kernel-side shapes
     dtype: np.dtype  # compute dtype
     title: str
@@ -324,7 +324,7 @@ class _Printer:
         if op == "load":
             i, flat = payload
             name, shape = self.spec.inputs[i]
-            return f"{name}[{_index(shape, flat)}]", _ATOM
+            return (f"{name}[{_index(shape, flat)}]" if shape else name), _ATOM
         if op == "const":
             text = _literal(payload, dt)
             return text, (70 if text.startswith("-") else _ATOM)

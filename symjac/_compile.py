@@ -95,13 +95,15 @@ def import_function(path: Path, name: str):
 
 
 def signature(n_inputs_ndims: list[int], n_outputs_ndims: list[int], dtype: np.dtype):
-    """The Numba signature of a kernel over C-contiguous arrays of ``dtype``."""
+    """The Numba signature of a kernel: C-contiguous arrays of ``dtype``, and
+    scalars for 0-d inputs."""
     from numba import types
     from numba.np.numpy_support import from_dtype
 
     scalar = from_dtype(np.dtype(dtype))
-    arrays = [types.Array(scalar, nd, "C") for nd in [*n_inputs_ndims, *n_outputs_ndims]]
-    return types.none(*arrays)
+    inputs = [types.Array(scalar, nd, "C") if nd else scalar for nd in n_inputs_ndims]
+    outputs = [types.Array(scalar, nd, "C") for nd in n_outputs_ndims]
+    return types.none(*inputs, *outputs)
 
 
 def compile_kernel(dispatcher, sig) -> tuple[float, bool]:

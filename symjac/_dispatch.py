@@ -98,8 +98,10 @@ def static_key(value, position: int):
 
 
 def call_key(args: Sequence, static: frozenset) -> tuple:
+    if not static:
+        return tuple([(a.shape, a.dtype.char) if type(a) is np.ndarray else _leaf_key(a) for a in args])
     return tuple(
-        ("s", static_key(a, i)) if i in static else _leaf_key(a) for i, a in enumerate(args)
+        [("s", static_key(a, i)) if i in static else _leaf_key(a) for i, a in enumerate(args)]
     )
 
 
@@ -166,7 +168,7 @@ def build(transform, args: Sequence) -> Built:
 def kernel_parts(transform, built: Built) -> tuple[_codegen.KernelSpec, _codegen.Program]:
     spec = _codegen.KernelSpec(
         name=transform.kernel_name(built.dtype),
-        inputs=[(n, s.shape or (1,)) for n, s in zip(built.leaf_names, built.leaf_specs)],
+        inputs=[(n, s.shape) for n, s in zip(built.leaf_names, built.leaf_specs)],
         outputs=[a.shape or (1,) for a in built.arrays],
         dtype=built.dtype,
         title=transform.describe(),
@@ -200,12 +202,21 @@ class Compiled:
         self.leaves = built.leaves
         self.dtype = built.dtype
         self.in_shapes = [s.shape or (1,) for s in built.leaf_specs]
+        self.spec_shapes = [s.shape for s in built.leaf_specs]
         self.out_shapes = [a.shape for a in built.arrays]
         self.out_dtypes = [a.dtype for a in built.arrays]
         sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
         self.out_bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         self.template = _template(built.result)
         self.tape = _tape.encode(program, [int(np.prod(s)) for s in self.in_shapes], sizes, self.dtype)
+        # the common case gets a short call path: array arguments that need no
+        # reshaping, one output in the compute dtype
+        self._fast = (
+            len(self.out_shapes) == 1 and self.template is None and self.out_dtypes[0] == self.dtype
+            and all(k is None for _, k in self.leaves)
+        )
+        self._arg_index = [(i, bool(s.shape)) for (i, _), s in zip(self.leaves, built.leaf_specs)]
+        self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         self.kernel = None
         self.state = "tape-only"
         self.compile_seconds: float | None = None
@@ -260,6 +271,26 @@ class Compiled:
     # -- calling --
 
     def __call__(self, args: Sequence):
+        kernel = self.kernel
+        if kernel is not None and self._fast:
+            dtype = self.dtype
+            inputs = []
+            for i, is_array in self._arg_index:
+                a = args[i]
+                if not is_array:
+                    a = dtype.type(a)
+                elif type(a) is not np.ndarray or a.dtype is not dtype or not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a, dtype=dtype)
+                elif not a.flags.writeable:
+                    a = a.copy()
+                inputs.append(a)
+            out = np.zeros(self._out_shape, dtype=dtype)
+            kernel(*inputs, out)
+            STATS.kernel_calls += 1
+            return out if self.out_shapes[0] else out[0]
+        return self._call(args)
+
+    def _call(self, args: Sequence):
         dtype = self.dtype
         inputs = []
         for (i, k), shape in zip(self.leaves, self.in_shapes):
@@ -272,7 +303,8 @@ class Compiled:
         if kernel is not None:
             STATS.kernel_calls += 1
             outs = [np.zeros(s or (1,), dtype=dtype) for s in self.out_shapes]
-            kernel(*(a if a.flags.writeable else a.copy() for a in inputs), *outs)
+            kernel(*(dtype.type(a[0]) if s == () else a if a.flags.writeable else a.copy()
+                     for a, s in zip(inputs, self.spec_shapes)), *outs)
         else:
             STATS.tape_calls += 1
             flat = (
