@@ -37,5 +37,6 @@ from ._errors import (
     UnsupportedOperationError as UnsupportedOperationError,
 )
 from ._primitives import supported_operations as supported_operations
+from ._vmap import vmap as vmap
 
 __version__ = "0.1.0"

@@ -45,7 +45,7 @@ LOGIC = {sp.And: "and", sp.Or: "or", sp.Xor: "xor"}
 OPCODES = (
     "load", "const", "add", "sub", "mul", "div", "neg", "pow", "sqrt",
     *sorted(set(FUNCTIONS.values())), *COMPARISONS.values(), "and", "or", "xor", "not",
-    "select",
+    "select", "load_shared",
 )
 
 
@@ -427,3 +427,23 @@ def kernel_source(program: Program, spec: KernelSpec) -> str:
 
 def source_digest(source: str) -> str:
     return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+
+
+def batch_source(source: str, spec: KernelSpec, batched: Sequence[bool]) -> str:
+    """A module with the kernel plus a ``<name>_batch`` loop over a batch.
+
+    Batched inputs and every output carry a leading batch axis; the loop runs
+    over both cores (``prange``) and calls the per-sample kernel, which LLVM
+    inlines.  Only per-sample blocks are computed, never cross-sample ones.
+    """
+    params = [name for name, _ in spec.inputs]
+    outs = [f"out{k}" for k in range(len(spec.outputs))]
+    call = [f"{p}[b]" if is_b else p for p, is_b in zip(params, batched)] + [f"{o}[b]" for o in outs]
+    which = ", ".join(p for p, is_b in zip(params, batched) if is_b) or "none"
+    return source.replace("from numba import njit\n", "from numba import njit, prange\n") + (
+        f"\n\n# batched over: {which}\n"
+        '@njit(cache=True, nogil=True, parallel=True, error_model="numpy")\n'
+        f"def {spec.name}_batch({', '.join(params + outs)}):\n"
+        f"    for b in prange(out0.shape[0]):\n"
+        f"        {spec.name}({', '.join(call)})\n"
+    )

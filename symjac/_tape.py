@@ -34,9 +34,26 @@ class Tape:
         _tape_vm.run(self.code, self.consts, inputs, self.store_idx, self.store_val,
                      self.const_idx, self.const_val, work, out)
 
-    def run_batch(self, inputs: np.ndarray, out: np.ndarray) -> None:
-        """Evaluate every row of ``inputs`` (B, n_in) into ``out`` (B, n_out)."""
-        _tape_vm.run_batch(self.code, self.consts, inputs, self.store_idx, self.store_val,
+    def for_batch(self, in_sizes: list[int], batched: list[bool]) -> "Tape":
+        """This tape with loads re-pointed for a batch: batched inputs are read
+        from the row (in order), the others from the shared buffer."""
+        offsets = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
+        new_off, counts = [], [0, 0]
+        for size, is_batched in zip(in_sizes, batched):
+            new_off.append((is_batched, counts[0] if is_batched else counts[1]))
+            counts[0 if is_batched else 1] += size
+        code = self.code.copy()
+        for k in np.nonzero(code[:, 0] == _OP["load"])[0]:
+            leaf = int(np.searchsorted(offsets, code[k, 1], side="right") - 1)
+            is_batched, start = new_off[leaf]
+            code[k, 1] = start + code[k, 1] - offsets[leaf]
+            if not is_batched:
+                code[k, 0] = _OP["load_shared"]
+        return Tape(code, self.consts, self.store_idx, self.store_val, self.const_idx, self.const_val)
+
+    def run_batch(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray) -> None:
+        """Evaluate every row of ``batched`` (B, n_b) into ``out`` (B, n_out)."""
+        _tape_vm.run_batch(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
                            self.const_idx, self.const_val, out)
 
 

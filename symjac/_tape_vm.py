@@ -22,7 +22,7 @@ from numba import njit, prange
 LOAD, CONST, ADD, SUB, MUL, DIV, NEG, POW, SQRT = range(9)
 ABS, ARCCOS, ARCCOSH, ARCSIN, ARCSINH, ARCTAN, ARCTAN2, ARCTANH, CEIL, COS, COSH, EXP, EXPM1, \
     FLOOR, LOG, LOG1P, MAXIMUM, MINIMUM, SIGN, SIN, SINH, TAN, TANH = range(9, 32)
-LT, LE, GT, GE, EQ, NE, AND, OR, XOR, NOT, SELECT = range(32, 43)
+LT, LE, GT, GE, EQ, NE, AND, OR, XOR, NOT, SELECT, LOAD_SHARED = range(32, 44)
 # fmt: on
 
 NAMES = (
@@ -30,12 +30,12 @@ NAMES = (
     "abs", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "ceil",
     "cos", "cosh", "exp", "expm1", "floor", "log", "log1p", "maximum", "minimum", "sign",
     "sin", "sinh", "tan", "tanh",
-    "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select",
+    "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select", "load_shared",
 )
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _step(code, consts, inputs, work):
+def _step(code, consts, inputs, shared, work):
     one = consts.dtype.type(1.0)
     zero = consts.dtype.type(0.0)
     for k in range(code.shape[0]):
@@ -128,6 +128,8 @@ def _step(code, consts, inputs, work):
             work[k] = np.floor(work[a])
         elif op == CEIL:
             work[k] = np.ceil(work[a])
+        elif op == LOAD_SHARED:
+            work[k] = shared[a]
 
 
 @njit(cache=True, nogil=True)
@@ -141,17 +143,18 @@ def _store(work, store_idx, store_val, const_idx, const_val, out):
 @njit(cache=True, nogil=True)
 def run(code, consts, inputs, store_idx, store_val, const_idx, const_val, work, out):
     """Evaluate the program on flat ``inputs`` into the flat, zeroed ``out``."""
-    _step(code, consts, inputs, work)
+    _step(code, consts, inputs, inputs, work)
     _store(work, store_idx, store_val, const_idx, const_val, out)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def run_batch(code, consts, inputs, store_idx, store_val, const_idx, const_val, out):
-    """``run`` for every row of ``inputs`` (B, n_in) into ``out`` (B, n_out), rows in parallel."""
+def run_batch(code, consts, batched, shared, store_idx, store_val, const_idx, const_val, out):
+    """``run`` for every row of ``batched`` (B, n_b) into ``out`` (B, n_out), rows
+    in parallel; ``load_shared`` operations read the unbatched inputs ``shared``."""
     n = code.shape[0]
-    for i in prange(inputs.shape[0]):
+    for i in prange(batched.shape[0]):
         work = np.empty(n, dtype=consts.dtype)
-        _step(code, consts, inputs[i], work)
+        _step(code, consts, batched[i], shared, work)
         _store(work, store_idx, store_val, const_idx, const_val, out[i])
 
 

@@ -1,0 +1,301 @@
+"""``vmap``: one transform applied to every sample of a batch, in one compiled loop.
+
+The per-sample program is the inner transform's own program, so a per-sample
+Jacobian is ``(B, out, in)`` and never the ``(B, out, B, in)`` a Jacobian of
+the batched function would be.  The loop runs inside the kernel (both cores,
+``prange``), or inside the tape interpreter until the kernel is ready.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from . import _codegen, _compile, _config, _dispatch, _tape
+from ._errors import ArgumentError, ShapeError
+from ._symarray import SymArray, from_object_array, is_traced
+
+
+def _normalize_axes(in_axes, n: int) -> list:
+    axes = list(in_axes) if isinstance(in_axes, (tuple, list)) else [in_axes] * n
+    if len(axes) != n:
+        raise ArgumentError(
+            f"vmap: in_axes has {len(axes)} entries but the function takes {n} arguments; "
+            "give one axis (or None for shared arguments) per argument."
+        )
+    for a in axes:
+        if a is not None and not isinstance(a, (int, np.integer)):
+            raise ArgumentError(f"vmap: in_axes entries must be ints or None; got {a!r}.")
+    return axes
+
+
+class _Given:
+    """Stands for the i-th positional argument while finding where binding puts it."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+class _BatchProgram:
+    """A compiled program's batch runners for one pattern of batched inputs."""
+
+    def __init__(self, compiled: _dispatch.Compiled, batched: list[bool]):
+        self.compiled = compiled
+        self.batched = batched
+        sizes = [int(np.prod(s)) for s in compiled.in_shapes]
+        self.tape = compiled.tape.for_batch(sizes, batched)
+        self.kernel = None
+        self.state = "tape-only"
+        self._lock = threading.Lock()
+        spec = compiled.spec
+        self.source = _codegen.batch_source(compiled.source, spec, batched)
+        stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
+        self.path = _compile.write_module(self.source, stem)
+
+    def load_kernel(self) -> None:
+        with self._lock:
+            if self.kernel is not None:
+                return
+            spec = self.compiled.spec
+            in_nd = [len(s) + b for (_, s), b in zip(spec.inputs, self.batched)]
+            out_nd = [len(s) + 1 for s in spec.outputs]
+            try:
+                dispatcher = _compile.import_function(self.path, f"{spec.name}_batch")
+                seconds, from_disk = _compile.compile_kernel(
+                    dispatcher, _compile.signature(in_nd, out_nd, spec.dtype)
+                )
+            except Exception as exc:
+                self.state = f"failed: {type(exc).__name__}: {exc}"
+                return
+            _compile.mark_compiled(self.path, seconds)
+            _dispatch.STATS.compile_seconds += seconds
+            if from_disk:
+                _dispatch.STATS.disk_loads += 1
+            else:
+                _dispatch.STATS.compiles += 1
+            self.kernel = dispatcher
+            self.state = "ready"
+
+    def start(self) -> None:
+        mode = _config.compile_mode()
+        if mode == "sync" or (mode == "auto" and _compile.on_disk(self.path)):
+            self.load_kernel()
+        elif mode in ("auto", "background"):
+            _tape.ensure_ready(self.compiled.dtype)
+            self.state = "compiling"
+            _compile.submit(self.load_kernel)
+
+    def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
+        c = self.compiled
+        dtype = c.dtype
+        outs = [np.zeros((size,) + (s or (1,)), dtype=dtype) for s in c.out_shapes]
+        step = chunk_size or size or 1
+        for start in range(0, size, step):
+            stop = min(size, start + step)
+            part = [
+                np.ascontiguousarray(a[start:stop], dtype=dtype) if is_b
+                else (dtype.type(a) if np.ndim(a) == 0 else np.ascontiguousarray(a, dtype=dtype))
+                for a, is_b in zip(leaves, self.batched)
+            ]
+            self._run_chunk(part, [o[start:stop] for o in outs])
+        return outs
+
+    def _run_chunk(self, part: list, outs: list) -> None:
+        kernel = self.kernel
+        if kernel is not None:
+            _dispatch.STATS.kernel_calls += 1
+            kernel(*part, *outs)
+            return
+        _dispatch.STATS.tape_calls += 1
+        n = outs[0].shape[0]
+        rows = [p.reshape(n, -1) for p, b in zip(part, self.batched) if b]
+        batched = np.concatenate(rows, axis=1) if len(rows) > 1 else rows[0] if rows else np.zeros((n, 0), self.compiled.dtype)
+        shared_parts = [np.reshape(p, -1) for p, b in zip(part, self.batched) if not b]
+        shared = np.concatenate(shared_parts) if shared_parts else np.zeros(1, self.compiled.dtype)
+        buf = np.zeros((n, self.compiled.out_bounds[-1]), dtype=self.compiled.dtype)
+        self.tape.run_batch(np.ascontiguousarray(batched), shared, buf)
+        b = self.compiled.out_bounds
+        for j, o in enumerate(outs):
+            o[...] = buf[:, b[j] : b[j + 1]].reshape(o.shape)
+
+    def info(self) -> _dispatch.KernelInfo:
+        base = self.compiled.info()
+        base.tier = "kernel" if self.kernel is not None else "tape"
+        base.state = self.state
+        base.path = str(self.path)
+        return base
+
+
+class Batched:
+    """A transform applied sample by sample over a batch (see :func:`vmap`)."""
+
+    def __init__(self, fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None):
+        from ._api import Transform
+
+        self.inner = fn if isinstance(fn, Transform) else Transform(fn, "jit")
+        self.in_axes, self.out_axes, self.chunk_size = in_axes, out_axes, chunk_size
+        if chunk_size is not None and chunk_size < 1:
+            raise ArgumentError(f"vmap: chunk_size must be a positive int or None; got {chunk_size!r}.")
+        self._programs: dict = {}
+        self.__name__ = getattr(fn, "__name__", "fn")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<symjac vmap of {self.inner!r}>"
+
+    # ----- batch bookkeeping --------------------------------------------------------
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple[tuple, list]:
+        """Bind like the inner transform, and give each bound argument its batch
+        axis: ``in_axes`` covers the positional arguments given; keyword
+        arguments and filled-in defaults are shared."""
+        markers = tuple(_Given(i) for i in range(len(args)))
+        where = self.inner.bind(markers, dict.fromkeys(kwargs))
+        given_axes = _normalize_axes(self.in_axes, len(args))
+        bound = self.inner.bind(args, kwargs)
+        axes = [given_axes[m.index] if isinstance(m, _Given) else None for m in where]
+        return bound, axes
+
+    def _split(self, args: tuple, axes: list):
+        """The batch size, after checking the batched arguments agree on it."""
+        size = None
+        for i, (a, ax) in enumerate(zip(args, axes)):
+            if ax is None:
+                continue
+            if i in self.inner.static_argnums:
+                raise ArgumentError(f"vmap: argument {i} is static and cannot be batched; give it in_axes None.")
+            for part in a if isinstance(a, tuple) else (a,):
+                shape = np.shape(part)
+                if not -len(shape) <= ax < max(len(shape), 1) or not shape:
+                    raise ShapeError(f"vmap: in_axes={ax} for argument {i} of shape {shape}, which has no such axis.")
+                n = shape[ax]
+                if size is not None and n != size:
+                    raise ShapeError(
+                        f"vmap: batched arguments disagree on the batch size: {size} vs {n} "
+                        f"(argument {i}, axis {ax})."
+                    )
+                size = n
+        if size is None:
+            raise ArgumentError("vmap: no argument is batched; set in_axes for at least one argument.")
+        return size
+
+    def __call__(self, *args, **kwargs):
+        args, axes = self._bind(args, kwargs)
+        size = self._split(args, axes)
+        if any(is_traced(a) for a in args):
+            return self._symbolic(args, axes, size)
+
+        def moved(a, ax):
+            if ax is None:
+                return a
+            if isinstance(a, tuple):
+                return tuple(np.moveaxis(np.asarray(p), ax, 0) for p in a)
+            return np.moveaxis(np.asarray(a), ax, 0)
+
+        batch_args = [moved(a, ax) for a, ax in zip(args, axes)]
+        sample = [
+            (tuple(p[0] for p in a) if isinstance(a, tuple) else a[0]) if ax is not None else a
+            for a, ax in zip(batch_args, axes)
+        ] if size else None
+        if size == 0:
+            sample = [
+                (tuple(np.zeros(p.shape[1:], p.dtype) for p in a) if isinstance(a, tuple) else np.zeros(a.shape[1:], a.dtype))
+                if ax is not None else a for a, ax in zip(batch_args, axes)
+            ]
+        program = self._program(sample, axes)
+        compiled = program.compiled
+        leaves = []
+        for (i, k) in compiled.leaves:
+            value = batch_args[i] if k is None else batch_args[i][k]
+            leaves.append(value)
+        outs = program.run(leaves, size, self.chunk_size)
+        results = []
+        for out, shape, odt in zip(outs, compiled.out_shapes, compiled.out_dtypes):
+            out = out.reshape((size,) + shape)
+            if odt != compiled.dtype:
+                out = out.astype(odt)
+            results.append(np.moveaxis(out, 0, self.out_axes) if self.out_axes else out)
+        return _dispatch._fill(compiled.template, iter(results))
+
+    def _program(self, sample: list, axes: list) -> _BatchProgram:
+        compiled = _dispatch.compiled_for(self.inner, sample)
+        batched = [axes[i] is not None for i, _ in compiled.leaves]
+        key = (id(compiled), tuple(batched))
+        program = self._programs.get(key)
+        if program is None:
+            program = self._programs[key] = _BatchProgram(compiled, batched)
+            program.start()
+        return program
+
+    def _symbolic(self, args, axes, size):
+        """Inside another trace: apply the inner transform per sample and stack."""
+        per_sample = []
+        for b in range(size):
+            sample = [
+                (from_object_array(a)[(slice(None),) * ax + (b,)] if ax is not None else a)
+                for a, ax in zip(args, axes)
+            ]
+            per_sample.append(self.inner(*sample))
+        if isinstance(per_sample[0], SymArray):
+            stacked = np.stack([r.elems for r in per_sample], axis=self.out_axes)
+            return SymArray(stacked, per_sample[0].dtype)
+        return tuple(
+            SymArray(np.stack([r[j].elems for r in per_sample], axis=self.out_axes), per_sample[0][j].dtype)
+            for j in range(len(per_sample[0]))
+        )
+
+    # ----- inspection -------------------------------------------------------------
+
+    def _sample_program(self, args):
+        args, axes = self._bind(args, {})
+        self._split(args, axes)
+        sample = [
+            (tuple(np.take(p, 0, ax) for p in a) if isinstance(a, tuple) else np.take(a, 0, ax)) if ax is not None else a
+            for a, ax in zip(args, axes)
+        ]
+        return self._program(sample, axes)
+
+    def info(self, *args):
+        """How the batch loop for arguments shaped like ``args`` is served."""
+        return self._sample_program(args).info()
+
+    def compile(self, *args):
+        """Compile (or load) the batch kernel now and wait for it."""
+        program = self._sample_program(args)
+        program.load_kernel()
+        return program.info()
+
+    def source(self, *args) -> str:
+        """The batch kernel module: the per-sample kernel and its batch loop."""
+        program = self._sample_program(args)
+        return f"# {program.path}\n{program.source}"
+
+    def symbolic(self, *args):
+        """The per-sample result, symbolically (the same for every sample)."""
+        args, axes = self._bind(args, {})
+        self._split(args, axes)
+        sample = [np.take(a, 0, ax) if ax is not None else a for a, ax in zip(args, axes)]
+        return self.inner.symbolic(*sample)
+
+
+def vmap(fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None) -> Batched:
+    """Apply ``fn`` (a function or any symjac transform) to every sample of a batch.
+
+    ``in_axes`` gives each argument's batch axis (``None``: shared by all
+    samples); results gain a batch axis at ``out_axes``.  The loop runs inside
+    one compiled kernel over both cores; ``chunk_size`` bounds the temporary
+    input copies for huge batches.  ``vmap(jacobian(f))(X)`` with ``X`` of shape
+    ``(B, D)`` gives per-sample Jacobians ``(B, out, D)``.
+
+    >>> import numpy as np, symjac as sj
+    >>> X = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> sj.vmap(sj.grad(lambda x: x[0] * x[1] ** 2))(X)
+    array([[ 4.,  4.],
+           [16., 24.]])
+    """
+    return Batched(fn, in_axes, out_axes, chunk_size)

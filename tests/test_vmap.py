@@ -1,0 +1,105 @@
+"""vmap: per-sample results over a batch, in one compiled loop."""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+
+rng = np.random.default_rng(0)
+
+
+def lorenz(u, sigma=10.0, rho=28.0, beta=8 / 3):
+    x, y, z = u[0], u[1], u[2]
+    return np.stack([sigma * (y - x), x * (rho - z) - y, x * y - beta * z])
+
+
+def loss(x, w):
+    return np.sum(np.tanh(x @ w) ** 2)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _tape_only():
+    with sj.compiling("never"):
+        yield
+
+
+def test_per_sample_jacobians_are_b_out_in_and_match_a_loop():
+    X = rng.standard_normal((7, 3))
+    J = sj.vmap(sj.jacobian(lorenz))(X)
+    assert J.shape == (7, 3, 3)
+    for b in range(7):
+        np.testing.assert_array_equal(J[b], sj.jacobian(lorenz)(X[b]))
+
+
+def test_shared_arguments_with_in_axes_none():
+    X, w = rng.standard_normal((5, 4)), rng.standard_normal((4, 2))
+    G = sj.vmap(sj.grad(loss), in_axes=(0, None))(X, w)
+    assert G.shape == (5, 4)
+    for b in range(5):
+        np.testing.assert_allclose(G[b], sj.grad(loss)(X[b], w), rtol=0, atol=0)
+    Gw = sj.vmap(sj.grad(loss, argnums=1), in_axes=(0, None))(X, w)
+    assert Gw.shape == (5, 4, 2)
+
+
+def test_in_axes_and_out_axes():
+    X = rng.standard_normal((3, 6))  # batch along axis 1
+    J = sj.vmap(sj.jacobian(lorenz), in_axes=1, out_axes=2)(X)
+    assert J.shape == (3, 3, 6)
+    np.testing.assert_allclose(J[:, :, 4], sj.jacobian(lorenz)(X[:, 4]))
+
+
+def test_plain_function_and_scalar_samples():
+    t = np.linspace(0, 1, 5)
+    np.testing.assert_allclose(sj.vmap(lambda s: np.sin(s) * s)(t), np.sin(t) * t)
+    np.testing.assert_allclose(sj.vmap(sj.grad(lambda s: s ** 3))(t), 3 * t ** 2)
+
+
+def test_vector_products_with_batched_tangents():
+    X, V = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    out = sj.vmap(sj.jvp(lorenz))(X, V)
+    for b in range(4):
+        np.testing.assert_allclose(out[b], sj.jacobian(lorenz)(X[b]) @ V[b], atol=1e-12)
+    shared_v = sj.vmap(sj.jvp(lorenz), in_axes=(0, None))(X, V[0])
+    np.testing.assert_allclose(shared_v[2], sj.jacobian(lorenz)(X[2]) @ V[0], atol=1e-12)
+
+
+def test_chunk_size_gives_the_same_result():
+    X = rng.standard_normal((10, 3))
+    np.testing.assert_array_equal(
+        sj.vmap(sj.hessian(lambda u: np.sum(lorenz(u) ** 2)), chunk_size=3)(X),
+        sj.vmap(sj.hessian(lambda u: np.sum(lorenz(u) ** 2)))(X),
+    )
+
+
+def test_multiple_outputs_and_empty_batch():
+    f = lambda x: (x * 2, np.sum(x))  # noqa: E731
+    a, b = sj.vmap(f)(np.ones((3, 2)))
+    assert a.shape == (3, 2) and b.shape == (3,)
+    assert sj.vmap(sj.jacobian(lorenz))(np.zeros((0, 3))).shape == (0, 3, 3)
+
+
+def test_vmap_inside_a_traced_function():
+    X = rng.standard_normal((3, 3))
+    total = lambda X: np.sum(sj.vmap(lorenz)(X) ** 2)  # noqa: E731
+    g = sj.grad(total)(X)
+    for b in range(3):
+        np.testing.assert_allclose(g[b], sj.grad(lambda u: np.sum(lorenz(u) ** 2))(X[b]), atol=1e-10)
+
+
+def test_batch_errors():
+    with pytest.raises(sj.ShapeError, match="batch size"):
+        sj.vmap(loss)(np.ones((3, 4)), np.ones((5, 4, 2)))
+    with pytest.raises(sj.ArgumentError, match="no argument is batched"):
+        sj.vmap(loss, in_axes=(None, None))(np.ones(4), np.ones((4, 2)))
+    with pytest.raises(sj.ArgumentError, match="in_axes has 3 entries"):
+        sj.vmap(loss, in_axes=(0, None, 0))(np.ones((3, 4)), np.ones((4, 2)))
+
+
+def test_kernel_and_tape_agree_bit_for_bit_and_run_in_parallel():
+    X = rng.standard_normal((4096, 3))
+    V = sj.vmap(sj.jacobian(lorenz))
+    tape = V(X)
+    info = V.compile(X)
+    assert info.tier == "kernel"
+    np.testing.assert_array_equal(V(X), tape)
+    assert "prange" in V.source(X)
