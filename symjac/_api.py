@@ -105,7 +105,8 @@ class Transform:
     ``.source(*args)`` the generated kernel.
     """
 
-    def __init__(self, fn: Callable, kind: str, argnums=0, static_argnums=()):
+    def __init__(self, fn: Callable, kind: str, argnums=0, static_argnums=(), sparse: bool = False,
+                 format: str = "csr"):
         if not callable(fn):
             raise ArgumentError(f"sj.{kind} needs a callable; got {type(fn).__name__}.")
         if isinstance(fn, Transform) and fn.kind == "jit":
@@ -133,9 +134,15 @@ class Transform:
                     f"argument {min(clash)} is both differentiated (argnums) and static "
                     "(static_argnums); a static argument is a constant and has no derivative."
                 )
-        self.spec = _transforms.Spec(kind, self.argnums, self.tuple_argnums, self.n_extra)
+        if format not in ("csr", "csc"):
+            raise ArgumentError(f"format must be 'csr' or 'csc'; got {format!r}.")
+        if sparse and kind not in ("jacobian", "hessian"):
+            raise ArgumentError(f"sparse=True applies to jacobian and hessian, not {kind}.")
+        self.spec = _transforms.Spec(kind, self.argnums, self.tuple_argnums, self.n_extra,
+                                     format if sparse else None)
         self.root = inner.root if inner else fn
-        self.chain = (kind, self.argnums, self.tuple_argnums, tuple(sorted(self.static_argnums))) + (
+        chain_kind = f"{kind}_{format}" if sparse else kind
+        self.chain = (chain_kind, self.argnums, self.tuple_argnums, tuple(sorted(self.static_argnums))) + (
             inner.chain if inner else ()
         )
         self.store = _dispatch.store_for(self.root, self.chain)
@@ -211,6 +218,27 @@ class Transform:
         built = _dispatch.build(self, args)
         return _display.to_sympy(built.result)
 
+    def sparsity(self, *args, **kwargs):
+        """The exact structural nonzero pattern of a Jacobian or Hessian for
+        arguments shaped like ``args``, from the expression graph (nothing is
+        evaluated): a boolean ``scipy.sparse`` matrix of the result flattened
+        to 2-d, ``(prod(out_shape), prod(in_shape))`` (Hessians:
+        ``(prod(out_shape) * prod(in_shape), prod(in_shape))``); tuples as the
+        transform returns them."""
+        if self.kind not in ("jacobian", "hessian"):
+            raise ArgumentError(f"sparsity() applies to jacobian and hessian, not {self.kind}.")
+        sparse = self if self.spec.sparse else Transform(
+            self.fn, self.kind, self.argnums if self.tuple_argnums else self.argnums[0],
+            tuple(self.static_argnums), sparse=True)
+        built = _dispatch.build(sparse, sparse.bind(args, kwargs))
+
+        def pattern(result):
+            if isinstance(result, _transforms.SymSparse):
+                return result.layout().pattern()
+            return tuple(pattern(r) for r in result)
+
+        return pattern(built.result)
+
     def info(self, *args, **kwargs):
         """How calls with arguments shaped like ``args`` are served: a
         :class:`KernelInfo` with the tier (``"kernel"`` or ``"tape"``), the
@@ -275,7 +303,7 @@ def jit(fn: Callable | None = None, *, static_argnums=()) -> Transform:
     return Transform(fn, "jit", static_argnums=static_argnums)
 
 
-def jacobian(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr") -> Transform:
     """The Jacobian of ``fn`` with respect to argument(s) ``argnums``.
 
     For ``f: in_shape -> out_shape`` the result has shape
@@ -283,12 +311,21 @@ def jacobian(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     With ``argnums`` a tuple, a tuple with one Jacobian per argument; with a
     tuple-valued ``fn``, a tuple with one entry per output.
 
+    With ``sparse=True`` the result is a ``scipy.sparse`` matrix (``format``
+    ``"csr"`` or ``"csc"``) of the Jacobian flattened to 2-d,
+    ``(prod(out_shape), prod(in_shape))``, whose pattern is fixed per input
+    shapes (solvers can reuse their symbolic factorisation); only the
+    nonzeros are built and computed, and no dense array is ever allocated.
+    ``.sparsity(*args)`` gives the pattern alone.
+
     >>> import numpy as np, symjac as sj
     >>> sj.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
     array([[2., 0.],
            [0., 4.]])
+    >>> sj.jacobian(lambda x: x ** 2, sparse=True)(np.array([1.0, 2.0])).nnz
+    2
     """
-    return Transform(fn, "jacobian", argnums, static_argnums)
+    return Transform(fn, "jacobian", argnums, static_argnums, sparse, format)
 
 
 def jvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
@@ -330,15 +367,19 @@ def grad(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     return Transform(fn, "grad", argnums, static_argnums)
 
 
-def hessian(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def hessian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr") -> Transform:
     """Second derivatives, shape ``out_shape + in_shape + in_shape``.
+
+    With ``sparse=True``, a ``scipy.sparse`` matrix of shape
+    ``(prod(out_shape) * prod(in_shape), prod(in_shape))``; for a scalar
+    function only the upper triangle is computed and mirrored.
 
     >>> import numpy as np, symjac as sj
     >>> sj.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0]))
     array([[4., 2.],
            [2., 0.]])
     """
-    return Transform(fn, "hessian", argnums, static_argnums)
+    return Transform(fn, "hessian", argnums, static_argnums, sparse, format)
 
 
 def hvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:

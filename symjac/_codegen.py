@@ -219,6 +219,8 @@ def lower(symbols: dict, outputs: Sequence[np.ndarray]) -> Program:
     program = lowering.program
     for k, elems in enumerate(outputs):
         for flat, node in enumerate(elems.reshape(-1)):
+            if node is g.ZERO:
+                continue
             if node.is_Number or node is g.TRUE or node is g.FALSE:
                 value = 1.0 if node is g.TRUE else 0.0 if node is g.FALSE else _number(node)
                 if value != 0 or np.signbit(value):

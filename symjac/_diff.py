@@ -142,20 +142,21 @@ def _instantiate(template: Basic, mapping: dict) -> Basic:
 def _sum_entries(acc: dict) -> dict:
     out = {}
     for key, terms in acc.items():
-        total = g.add(*terms)
-        if total != 0:
+        total = terms[0] if len(terms) == 1 else g.add(*terms)
+        if total is not g.ZERO:
             out[key] = total
     return out
 
 
-def forward(roots: Sequence[Basic], seeds: dict) -> dict:
+def forward(roots: Sequence[Basic], seeds: dict, order: list | None = None) -> dict:
     """Tangents of every node under ``roots``.
 
     ``seeds`` maps input Symbols to sparse tangents ``{key: node}``; the result
-    maps nodes (and the seeded inputs) to theirs.
+    maps nodes (and the seeded inputs) to theirs.  ``order`` may pass in the
+    topological order of ``roots`` if the caller has it.
     """
     tangents: dict = dict(seeds)
-    for node in g.topo_order(roots):
+    for node in g.topo_order(roots) if order is None else order:
         children = g.operands(node)
         if not any(c in tangents for c in children):
             continue
@@ -227,11 +228,11 @@ def _guarded_mul(adjoint: Basic, partial: Basic) -> Basic:
     return g.select([(g.ZERO, g.compare(sp.Eq, adjoint, g.ZERO)), (g.mul(partial, adjoint), g.TRUE)])
 
 
-def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic]) -> dict:
+def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic], order: list | None = None) -> dict:
     """Adjoints of the ``wrt`` Symbols, given adjoint seeds ``[(node, {key: node})]``."""
     wanted = set(wrt)
     roots = [node for node, _ in seeds]
-    order = g.topo_order(roots)
+    order = g.topo_order(roots) if order is None else order
     depends = set(wanted)
     for node in order:
         if any(c in depends for c in g.operands(node)):
@@ -278,50 +279,66 @@ def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic]) -> dict:
 # ----- products a transform asks for --------------------------------------------------
 
 
-def _masks(outputs: Sequence[Basic], wrt: Sequence[Basic]):
-    """Forward and reverse accumulation costs, from dependency bitmasks."""
-    order = g.topo_order(outputs)
-    inmask = {w: 1 << j for j, w in enumerate(wrt)}
+_CAP = 64  # supports larger than this count as "large"; keeps the estimate O(nodes)
+
+
+def _costs(outputs: Sequence[Basic], wrt: Sequence[Basic], order: list) -> tuple[int, int]:
+    """Forward and reverse accumulation costs: the number of (node, operand,
+    key) products each sweep would build, from the inputs each node depends on
+    (forward) and the outputs that depend on it (reverse).  Supports are sets
+    that stop growing past _CAP elements, so the estimate stays linear."""
+    inputs: dict = {w: {j} for j, w in enumerate(wrt)}
     fwd = 0
     for node in order:
-        m = 0
+        support = None
         for c in g.operands(node):
-            cm = inmask.get(c, 0)
-            m |= cm
-            fwd += cm.bit_count()
-        if m:
-            inmask[node] = m
-    outmask: dict = defaultdict(int)
+            cs = inputs.get(c)
+            if cs is not None:
+                fwd += len(cs)
+                if support is None:
+                    support = set(cs)
+                elif len(support) <= _CAP:
+                    support |= cs
+        if support is not None:
+            inputs[node] = support
+    users: dict = {}
     for i, o in enumerate(outputs):
-        outmask[o] |= 1 << i
+        users.setdefault(o, set()).add(i)
     rev = 0
     for node in reversed(order):
-        if node not in inmask:
+        mine = users.get(node)
+        if mine is None or node not in inputs:
             continue
-        m = outmask.get(node, 0)
-        bits = m.bit_count()
         for c in g.operands(node):
-            if c in inmask:
-                outmask[c] |= m
-                rev += bits
+            if c in inputs:
+                rev += len(mine)
+                theirs = users.get(c)
+                if theirs is None:
+                    users[c] = set(mine)
+                elif len(theirs) <= _CAP:
+                    theirs |= mine
     return fwd, rev
 
 
 def jacobian(outputs: Sequence[Basic], wrt: Sequence[Basic], mode: str = "auto") -> dict:
     """Nonzero entries ``{(i, j): dOut_i/dWrt_j}``, by forward or reverse
     accumulation, whichever the dependency structure says is cheaper."""
+    order = g.topo_order(outputs)
     if mode == "auto":
-        fwd, rev = _masks(outputs, wrt)
-        mode = "forward" if fwd <= rev else "reverse"
+        if len(wrt) == 1 or len(outputs) == 1:
+            mode = "forward" if len(wrt) <= len(outputs) else "reverse"
+        else:
+            fwd, rev = _costs(outputs, wrt, order)
+            mode = "forward" if fwd <= rev else "reverse"
     entries = {}
     if mode == "forward":
-        tangents = forward(outputs, {w: {j: g.ONE} for j, w in enumerate(wrt)})
+        tangents = forward(outputs, {w: {j: g.ONE} for j, w in enumerate(wrt)}, order)
         for i, o in enumerate(outputs):
             for j, d in tangents.get(o, {}).items():
                 entries[i, j] = d
     else:
         seeds = [(o, {i: g.ONE}) for i, o in enumerate(outputs)]
-        adjoints = reverse(seeds, wrt)
+        adjoints = reverse(seeds, wrt, order)
         for j, w in enumerate(wrt):
             for i, d in adjoints[w].items():
                 entries[i, j] = d

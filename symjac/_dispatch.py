@@ -212,7 +212,8 @@ class Compiled:
         # the common case gets a short call path: array arguments that need no
         # reshaping, one output in the compute dtype
         self._fast = (
-            len(self.out_shapes) == 1 and self.template is None and self.out_dtypes[0] == self.dtype
+            len(self.out_shapes) == 1 and self.out_dtypes[0] == self.dtype
+            and (self.template is None or isinstance(self.template, _transforms.SparseLayout))
             and all(k is None for _, k in self.leaves)
         )
         self._arg_index = [(i, bool(s.shape)) for (i, _), s in zip(self.leaves, built.leaf_specs)]
@@ -287,6 +288,8 @@ class Compiled:
             out = np.zeros(self._out_shape, dtype=dtype)
             kernel(*inputs, out)
             STATS.kernel_calls += 1
+            if self.template is not None:
+                return self.template.wrap(out)
             return out if self.out_shapes[0] else out[0]
         return self._call(args)
 
@@ -325,14 +328,20 @@ class Compiled:
 
 
 def _template(result):
+    """The shape of a result: None for an array, a SparseLayout for a sparse
+    block, tuples of those."""
     if isinstance(result, SymArray):
         return None
+    if isinstance(result, _transforms.SymSparse):
+        return result.layout()
     return tuple(_template(r) for r in result)
 
 
 def _fill(template, it):
     if template is None:
         return next(it)
+    if isinstance(template, _transforms.SparseLayout):
+        return template.wrap(next(it))
     return tuple(_fill(t, it) for t in template)
 
 

@@ -12,6 +12,7 @@ import sympy as sp
 
 from . import _graph as g
 from ._symarray import SymArray
+from ._transforms import SymSparse
 
 
 def canonical(nodes: list) -> list:
@@ -32,7 +33,10 @@ def canonical(nodes: list) -> list:
 
 def to_sympy(result):
     """A transform result as SymPy: Matrix for 2-d, Array for other shapes,
-    a plain expression for 0-d; tuples stay tuples."""
+    a plain expression for 0-d, SparseMatrix for sparse results; tuples stay tuples."""
+    if isinstance(result, SymSparse):
+        values = canonical(list(result.elems))
+        return sp.SparseMatrix(*result.shape2d, {(int(i), int(j)): v for i, j, v in zip(result.rows, result.cols, values)})
     if not isinstance(result, SymArray):
         return tuple(to_sympy(r) for r in result)
     flat = canonical(list(result.elems.reshape(-1)))

@@ -80,11 +80,10 @@ def _node(head: type, args: tuple) -> Basic:
 
 
 def _raw(head: type, args: tuple) -> Basic:
-    if head is Add or head is Mul:
-        return head._from_args(args)
     node = Basic.__new__(head, *args)
-    if head is Pow:
-        node.is_commutative = True  # a slot Pow.__new__ fills; our nodes are real
+    if head is Add or head is Mul or head is Pow:
+        # a slot SymPy's constructors fill (by asking every operand); our nodes are real
+        node.is_commutative = True
     return node
 
 
@@ -131,19 +130,21 @@ def _fold(e: Basic) -> Basic:
 
 def add(*terms: Basic) -> Basic:
     """``t0 + t1 + ...`` with zeros dropped and numbers folded into one."""
-    number = ZERO
+    number = None
     rest = []
     for t in terms:
         if t.is_Number:
-            number = number + t
+            if t is not ZERO:
+                number = t if number is None else number + t
         else:
             rest.append(t)
-    if number is sp.nan:
-        return number
-    if number != 0:
-        rest.insert(0, number)
+    if number is not None:
+        if number is sp.nan:
+            return number
+        if number:  # SymPy numbers are falsy when zero
+            rest.insert(0, number)
     if not rest:
-        return number
+        return ZERO if number is None else number
     if len(rest) == 1:
         return rest[0]
     return _node(Add, tuple(rest))
@@ -152,27 +153,32 @@ def add(*terms: Basic) -> Basic:
 def mul(*factors: Basic) -> Basic:
     """``f0 * f1 * ...`` with ones dropped, numbers folded, and a numeric factor
     absorbed into a product that already has one (``2*(3*x) = 6*x``)."""
-    number = ONE
+    number = None
     rest = []
     for f in factors:
         if f.is_Number:
-            number = number * f
+            if f is ZERO:
+                # A zero factor is a structural zero: the chain rule multiplies by
+                # zero partials constantly.  NaN-safety for branches a ``where``
+                # does not take is the job of selects (see _diff), not of mul.
+                return ZERO
+            if f is not ONE:
+                number = f if number is None else number * f
         elif f.func is Mul and f.args[0].is_Number:
-            number = number * f.args[0]
+            c = f.args[0]
+            number = c if number is None else number * c
             rest.extend(f.args[1:])
         else:
             rest.append(f)
-    if number is sp.nan:
-        return number
-    if number == 0:
-        # A zero factor is a structural zero: the chain rule multiplies by zero
-        # partials constantly.  NaN-safety for branches a ``where`` does not
-        # take is the job of selects (see _diff), not of multiplication.
-        return ZERO
-    if number != 1:
-        rest.insert(0, number)
+    if number is not None:
+        if number is sp.nan:
+            return number
+        if not number:
+            return ZERO
+        if number != 1:
+            rest.insert(0, number)
     if not rest:
-        return number
+        return ONE if number is None else number
     if len(rest) == 1:
         return rest[0]
     return _node(Mul, tuple(rest))

@@ -43,6 +43,60 @@ class Spec:
     argnums: tuple[int, ...]
     tuple_argnums: bool  # argnums was given as a tuple: results are tuples per argnum
     n_extra: int  # trailing vector arguments (v for jvp/hvp, u for vjp)
+    sparse: str | None = None  # "csr" / "csc": sparse Jacobian / Hessian blocks
+
+
+class SymSparse:
+    """A sparse derivative block: the nonzero entries of a Jacobian (or
+    Hessian) flattened to 2-d, ``(prod(out_shape), prod(in_shape))``, in the
+    storage order of ``format``.  Its ``elems`` (the nonzeros) are what a
+    kernel computes; the pattern is fixed per input shapes."""
+
+    def __init__(self, shape2d, entries: dict, dtype, format: str, mirror: bool = False):
+        self.shape2d = tuple(int(n) for n in shape2d)
+        self.dtype = np.dtype(dtype)
+        self.format = format
+        if mirror:  # symmetric: each lower entry reuses the upper one's node
+            entries = {(i, j): entries.get((j, i), node) if i > j else node for (i, j), node in entries.items()}
+        keys = sorted(entries, key=(lambda k: (k[0], k[1])) if format == "csr" else (lambda k: (k[1], k[0])))
+        self.rows = np.array([k[0] for k in keys], dtype=np.int64)
+        self.cols = np.array([k[1] for k in keys], dtype=np.int64)
+        self.elems = np.empty(len(keys), dtype=object)
+        self.elems[:] = [entries[k] for k in keys]
+
+    @property
+    def shape(self) -> tuple[int]:
+        return self.elems.shape
+
+    @property
+    def size(self) -> int:
+        return self.elems.size
+
+    def layout(self) -> "SparseLayout":
+        major, minor = (self.rows, self.cols) if self.format == "csr" else (self.cols, self.rows)
+        n_major = self.shape2d[0] if self.format == "csr" else self.shape2d[1]
+        indptr = np.zeros(n_major + 1, dtype=np.int32 if self.size < 2**31 else np.int64)
+        np.add.at(indptr, major + 1, 1)
+        return SparseLayout(self.format, self.shape2d, minor.astype(indptr.dtype), np.cumsum(indptr).astype(indptr.dtype))
+
+
+@dataclass(frozen=True, eq=False)
+class SparseLayout:
+    """Turns a kernel's vector of nonzeros into a ``scipy.sparse`` matrix."""
+
+    format: str
+    shape: tuple[int, int]
+    indices: np.ndarray
+    indptr: np.ndarray
+
+    def wrap(self, data: np.ndarray):
+        import scipy.sparse as sps
+
+        cls = sps.csr_matrix if self.format == "csr" else sps.csc_matrix
+        return cls((data, self.indices.copy(), self.indptr.copy()), shape=self.shape, copy=False)
+
+    def pattern(self):
+        return self.wrap(np.ones(self.indices.shape[0], dtype=bool))
 
 
 KINDS = ("jit", "jacobian", "jvp", "vjp", "grad", "hessian", "hvp", "divergence", "laplacian")
@@ -160,11 +214,32 @@ def jit(fn: Callable, args: list, spec: Spec, top: bool):
     return traced.pack(traced.arrays)
 
 
+def _sparse_blocks(entries: dict, outs, ins, dtype_of, format: str):
+    """Like _blocks, as SymSparse blocks (never a dense array of zeros)."""
+    out_off = np.cumsum([0] + [o.size for o in outs])
+    in_off = np.cumsum([0] + [a.size for a in ins])
+    split: dict = {}
+    for (i, j), node in entries.items():
+        k = int(np.searchsorted(out_off, i, side="right") - 1)
+        m = int(np.searchsorted(in_off, j, side="right") - 1)
+        split.setdefault((k, m), {})[i - out_off[k], j - in_off[m]] = node
+    return [
+        [
+            SymSparse((o.size, a.size), split.get((k, m), {}), dtype_of(o, a), format)
+            for m, a in enumerate(ins)
+        ]
+        for k, o in enumerate(outs)
+    ]
+
+
 def jacobian(fn: Callable, args: list, spec: Spec, top: bool):
     var = _Variables(args, spec.argnums, top)
     traced = call_traced(fn, var.call_args)
     outs = list(traced.arrays)
     entries = _diff.jacobian(_flat(outs), var.wrt)
+    if spec.sparse and top:
+        blocks = _sparse_blocks(entries, outs, var.arrays, lambda o, i: _derivative_dtype(o.dtype, i.dtype), spec.sparse)
+        return _structure(traced, spec, blocks)
     blocks = _blocks(entries, outs, var.arrays, lambda o, i: _derivative_dtype(o.dtype, i.dtype))
     flat_blocks = var.restore([b for row in blocks for b in row])
     n_in = len(var.arrays)
@@ -241,6 +316,8 @@ def hessian(fn: Callable, args: list, spec: Spec, top: bool):
     first = _diff.jacobian(_flat(outs), var.wrt)
     keys = list(first)  # (output element i, first input jj)
     second = _diff.jacobian([first[k] for k in keys], var.wrt)
+    if spec.sparse and top:
+        return _sparse_hessian(traced, spec, var, outs, keys, second)
     out_off = np.cumsum([0] + [o.size for o in outs])
     in_off = np.cumsum([0] + [a.size for a in var.arrays])
 
@@ -268,6 +345,31 @@ def hessian(fn: Callable, args: list, spec: Spec, top: bool):
     per_out = [
         tuple(tuple(row) for row in h) if spec.tuple_argnums else h[0][0] for h in nested
     ]
+    return per_out[0] if traced.single else tuple(per_out)
+
+
+def _sparse_hessian(traced, spec, var, outs, keys, second):
+    """Hessian blocks flattened to (prod(out) * prod(in_a), prod(in_b)), sparse;
+    the diagonal blocks of a scalar function are symmetric, so only their upper
+    triangle is computed and mirrored."""
+    in_off = np.cumsum([0] + [a.size for a in var.arrays])
+    dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
+    per_out = []
+    for k, o in enumerate(outs):
+        out_start = sum(x.size for x in outs[:k])
+        nested = []
+        for m, a in enumerate(var.arrays):
+            row = []
+            for p, b in enumerate(var.arrays):
+                block = {}
+                for (r, j), node in second.items():
+                    i, jj = keys[r]
+                    if out_start <= i < out_start + o.size and in_off[m] <= jj < in_off[m + 1] and in_off[p] <= j < in_off[p + 1]:
+                        block[(i - out_start) * a.size + jj - in_off[m], j - in_off[p]] = node
+                mirror = o.size == 1 and m == p
+                row.append(SymSparse((o.size * a.size, b.size), block, dtype, spec.sparse, mirror))
+            nested.append(row)
+        per_out.append(tuple(tuple(r) for r in nested) if spec.tuple_argnums else nested[0][0])
     return per_out[0] if traced.single else tuple(per_out)
 
 
@@ -343,8 +445,8 @@ APPLY: dict[str, Callable] = {
 }
 
 
-def flatten_result(result) -> list[SymArray]:
-    """The SymArrays of a (possibly nested) transform result, in order."""
-    if isinstance(result, SymArray):
+def flatten_result(result) -> list:
+    """The arrays (SymArray or SymSparse) of a (possibly nested) transform result, in order."""
+    if isinstance(result, (SymArray, SymSparse)):
         return [result]
     return [a for r in result for a in flatten_result(r)]

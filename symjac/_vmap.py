@@ -223,6 +223,11 @@ class Batched:
         return _dispatch._fill(compiled.template, iter(results))
 
     def _program(self, sample: list, axes: list) -> _BatchProgram:
+        if self.inner.spec.sparse:
+            raise ArgumentError(
+                "vmap of a sparse transform: a batch of scipy.sparse matrices is not an array. "
+                "Batch the dense transform (sparse=False), or loop over samples yourself."
+            )
         compiled = _dispatch.compiled_for(self.inner, sample)
         batched = [axes[i] is not None for i, _ in compiled.leaves]
         key = (id(compiled), tuple(batched))
