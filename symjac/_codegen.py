@@ -302,8 +302,8 @@ def _index(shape: tuple[int, ...], flat: int) -> str:
 
 
 class _Printer:
-    def __init__(self, program: Program, spec: KernelSpec):
-        self.program, self.spec = program, spec
+    def __init__(self, program: Program, spec: KernelSpec, roll: bool = True):
+        self.program, self.spec, self.roll = program, spec, roll
         uses = [0] * len(program.ops)
         for _, args, _ in program.ops:
             for a in args:
@@ -314,6 +314,8 @@ class _Printer:
         self.text: dict[int, tuple[str, int]] = {}  # value -> (expression, precedence)
         self.depth: dict[int, int] = {}
         self.lines: list[str] = []
+        self.globals: list[str] = []
+        self.flats: set[str] = set()
         self.n_temps = 0
 
     def operand(self, value: int, min_prec: int) -> str:
@@ -355,46 +357,157 @@ class _Printer:
             return f"_select({self.operand(c, 0)}, {self.operand(a, 0)}, {self.operand(b, 0)})", _ATOM
         return f"np.{op}({', '.join(self.operand(a, 0) for a in args)})", _ATOM
 
+    def emit(self, k: int, lines: list[str], prefix: str = "t") -> None:
+        """Render op ``k`` into self.text, naming it (a line) if shared or deep."""
+        op, args, _ = self.program.ops[k]
+        text, prec = self.render(k)
+        depth = 1 + max((self.depth[a] for a in args), default=0)
+        if op not in ("load", "const") and (self.uses[k] > 1 or depth > _INLINE_DEPTH):
+            name = f"{prefix}{self.n_temps}"
+            self.n_temps += 1
+            lines.append(f"{name} = {text}")
+            text, prec, depth = name, _ATOM, 0
+        self.text[k] = (text, prec)
+        self.depth[k] = depth
+
     def run(self) -> list[str]:
-        for k, (op, args, _) in enumerate(self.program.ops):
-            text, prec = self.render(k)
-            depth = 1 + max((self.depth[a] for a in args), default=0)
-            named = op not in ("load", "const") and (self.uses[k] > 1 or depth > _INLINE_DEPTH)
-            if named:
-                name = f"t{self.n_temps}"
-                self.n_temps += 1
-                self.lines.append(f"{name} = {text}")
-                text, prec, depth = name, _ATOM, 0
-            self.text[k] = (text, prec)
-            self.depth[k] = depth
-        for out, flat, value in self.program.stores:
-            target = f"out{out}[{_index(self.spec.outputs[out], flat)}]"
-            self.lines.append(f"{target} = {self.text[value][0]}")
+        from ._reroll import find_loops
+
+        loops = find_loops(self.program, self.uses) if self.roll else []
+        covered = set().union(*(grp.covered for grp in loops)) if loops else set()
+        rolled = {pos for grp in loops for pos in grp.stores}
+        for k in range(len(self.program.ops)):
+            if k not in covered:
+                self.emit(k, self.lines)
+        for pos, (out, flat, value) in enumerate(self.program.stores):
+            if pos not in rolled:
+                target = f"out{out}[{_index(self.spec.outputs[out], flat)}]"
+                self.lines.append(f"{target} = {self.text[value][0]}")
+        for number, grp in enumerate(loops):
+            self.loop(number, grp)
         return self.lines
 
+    def flat_view(self, name: str, ndim: int) -> str:
+        """A 1-d view of an input or output, declared once at the top."""
+        if ndim == 1:
+            return name
+        view = f"flat{name[3:]}" if name.startswith("out") else f"_flat_{name}"
+        if view not in self.flats:
+            self.flats.add(view)
+            self.lines.append(f"{view} = {name}.reshape(-1)")
+        return view
 
-def kernel_source(program: Program, spec: KernelSpec) -> str:
-    """The Python/Numba source of a kernel module for ``program``."""
-    body = _Printer(program, spec).run()
-    const_blocks, const_lines = [], []
+    def index(self, tag: str, values: list[int]) -> str:
+        """``values[_k]`` as an expression: affine in ``_k`` when it is, else
+        an index array (a module global)."""
+        form = _affine(values)
+        if form is not None:
+            return _affine_text(*form)
+        self.globals.append(f"{tag} = np.array([{', '.join(map(str, values))}], dtype=np.int64)")
+        return f"{tag}[_k]"
+
+    def loop(self, number: int, grp) -> None:
+        """One rolled group: ``for _k in range(n): out[index(k)] = tree(x[index(k)])``."""
+        spec, program = self.spec, self.program
+        tag = f"_L{number}"
+        flat_out = self.flat_view(f"out{grp.output}", len(spec.outputs[grp.output]))
+        target = self.index(f"{tag}_OUT", grp.outs)
+        body = []
+        for s, (i, _) in enumerate(grp.slots):
+            name, shape = spec.inputs[i]
+            if shape:
+                source = self.flat_view(name, len(shape))
+                body.append(f"_a{s} = {source}[{self.index(f'{tag}_IN{s}', grp.loads[s])}]")
+        slot_of = {key: s for s, key in enumerate(grp.slots)}
+        tree = sorted(grp.covered_by_root)
+        for k in tree:
+            op, args, payload = program.ops[k]
+            for a in args:
+                aop, _, apayload = program.ops[a]
+                if aop == "load":
+                    name, shape = spec.inputs[apayload[0]]
+                    self.text[a] = (f"_a{slot_of[apayload]}" if shape else name, _ATOM)
+                    self.depth[a] = 0
+            self.emit(k, body, prefix="_t")
+        body.append(f"{flat_out}[{target}] = {self.text[grp.root][0]}")
+        example = f"out{grp.output}[{_index(spec.outputs[grp.output], grp.outs[0])}]"
+        self.lines.append(f"# {len(grp.outs)} entries like {example}, rolled into a loop")
+        self.lines.append(f"for _k in range({len(grp.outs)}):")
+        self.lines.extend("    " + line for line in body)
+
+    def constants(self, out: int, items: list[tuple[int, float]]) -> None:
+        """Constant output entries: a line each when few, else loops."""
+        dtype = self.spec.dtype
+        shape = self.spec.outputs[out]
+        if len(items) <= 8:
+            self.lines += [f"out{out}[{_index(shape, f)}] = {_literal(v, dtype)}" for f, v in items]
+            return
+        flat = self.flat_view(f"out{out}", len(shape))
+        by_value: dict = {}
+        for f, v in items:
+            by_value.setdefault(v, []).append(f)
+        pieces = [(v, _progressions(sorted(fs))) for v, fs in by_value.items()]
+        if all(p is not None for _, p in pieces) and sum(len(p) for _, p in pieces) <= 8:
+            for value, progs in pieces:
+                for start, step, count in progs:
+                    self.lines.append(f"for _k in range({count}):")
+                    self.lines.append(f"    {flat}[{_affine_text(start, step)}] = {_literal(value, dtype)}")
+            return
+        idx = ", ".join(str(f) for f, _ in items)
+        vals = ", ".join(repr(float(v)) for _, v in items)
+        self.globals.append(f"_C{out}_IDX = np.array([{idx}], dtype=np.int64)")
+        self.globals.append(f"_C{out}_VAL = np.array([{vals}], dtype=np.{dtype})")
+        self.lines += [
+            f"for _k in range(_C{out}_IDX.shape[0]):",
+            f"    {flat}[_C{out}_IDX[_k]] = _C{out}_VAL[_k]",
+        ]
+
+
+def _affine(values: list[int]) -> tuple[int, int] | None:
+    """(start, step) if ``values[k] = start + step * k``."""
+    if len(values) == 1:
+        return values[0], 0
+    arr = np.asarray(values)
+    steps = np.diff(arr)
+    return (int(arr[0]), int(steps[0])) if (steps == steps[0]).all() else None
+
+
+def _affine_text(start: int, step: int) -> str:
+    term = "_k" if step == 1 else f"{step} * _k" if step else ""
+    if not term:
+        return str(start)
+    return term if start == 0 else f"{start} + {term}"
+
+
+def _progressions(values: list[int]) -> list[tuple[int, int, int]] | None:
+    """Sorted indices as at most 8 interleaved arithmetic progressions
+    (start, step, count): found when the gaps between consecutive indices
+    repeat with a short period (a band 1000, 1002, 2001, 2003, ... has gaps
+    2, 999, 2, 999, ...: two progressions of step 1001)."""
+    arr = np.asarray(values)
+    if arr.size == 1:
+        return [(int(arr[0]), 0, 1)]
+    gaps = np.diff(arr)
+    for period in range(1, 9):
+        if period > gaps.size:
+            break
+        if (gaps[period:] == gaps[:-period]).all():
+            step = int(gaps[:period].sum())
+            return [(int(arr[r]), step, int(arr[r::period].size)) for r in range(period)]
+    return None
+
+
+def kernel_source(program: Program, spec: KernelSpec, roll: bool = True) -> str:
+    """The Python/Numba source of a kernel module for ``program`` (repeated
+    entry patterns rolled into loops unless ``roll`` is false)."""
+    printer = _Printer(program, spec, roll)
+    printer.run()
     by_output: dict[int, list[tuple[int, float]]] = {}
     for out, flat, value in program.const_stores:
         by_output.setdefault(out, []).append((flat, value))
     for out, items in sorted(by_output.items()):
-        if len(items) <= 8:
-            const_lines += [
-                f"out{out}[{_index(spec.outputs[out], f)}] = {_literal(v, spec.dtype)}" for f, v in items
-            ]
-            continue
-        idx = ", ".join(str(f) for f, _ in items)
-        vals = ", ".join(repr(float(v)) for _, v in items)
-        const_blocks.append(f"_C{out}_IDX = np.array([{idx}], dtype=np.int64)")
-        const_blocks.append(f"_C{out}_VAL = np.array([{vals}], dtype=np.{spec.dtype})")
-        const_lines += [
-            f"flat{out} = out{out}.reshape(-1)",
-            f"for _i in range(_C{out}_IDX.shape[0]):",
-            f"    flat{out}[_C{out}_IDX[_i]] = _C{out}_VAL[_i]",
-        ]
+        printer.constants(out, items)
+    body, globals_ = printer.lines, printer.globals
     helpers = []
     if any(op == "select" for op, _, _ in program.ops):
         helpers = [
@@ -405,7 +518,7 @@ def kernel_source(program: Program, spec: KernelSpec) -> str:
             "",
         ]
     params = [name for name, _ in spec.inputs] + [f"out{k}" for k in range(len(spec.outputs))]
-    lines = body + const_lines or ["pass"]
+    lines = body or ["pass"]
     inputs = ", ".join(f"{n}: {spec.dtype}{list(s)}" for n, s in spec.inputs) or "none"
     header = [
         f'"""symjac kernel: {spec.title}',
@@ -417,8 +530,8 @@ def kernel_source(program: Program, spec: KernelSpec) -> str:
         "import numpy as np",
         "from numba import njit",
         "",
-        *const_blocks,
-        *([""] if const_blocks else []),
+        *globals_,
+        *([""] if globals_ else []),
         "",
         *helpers,
         '@njit(cache=True, nogil=True, error_model="numpy")',
