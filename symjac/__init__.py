@@ -40,3 +40,8 @@ from ._primitives import supported_operations as supported_operations
 from ._vmap import vmap as vmap
 
 __version__ = "0.1.0"
+
+from ._tape import start_preload as _start_preload
+
+_start_preload()
+del _start_preload

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _codegen, _compile, _config, _tape, _transforms
+from . import _codegen, _compile, _config, _tape, _transforms, _warm
 from ._errors import ArgumentError
 from ._symarray import SymArray
 from ._trace import ArgSpec, input_symbols, spec_of, tracing
@@ -38,6 +38,7 @@ class CacheInfo:
     kernel_calls: int = 0  #: calls answered by a specialised kernel
     tape_calls: int = 0  #: calls answered by the tape interpreter
     disk_loads: int = 0  #: kernels whose machine code came from the disk cache
+    warm_starts: int = 0  #: programs read from the disk cache instead of differentiated again
     build_seconds: float = 0.0  #: tracing, differentiation and code generation
     compile_seconds: float = 0.0  #: Numba compilation or disk-cache loading (kernels only)
     entries: int = 0  #: kernels currently held in memory
@@ -126,8 +127,12 @@ def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
     return np.result_type(*floats) if floats else np.dtype(np.float64)
 
 
-def build(transform, args: Sequence) -> Built:
-    """Trace ``transform`` on placeholders shaped like ``args``."""
+def build(transform, args: Sequence, checkpoint=None) -> Built:
+    """Trace ``transform`` on placeholders shaped like ``args`` and differentiate.
+
+    ``checkpoint(traced, built_so_far)`` runs between tracing and
+    differentiation (the warm-start cache; it may raise to skip the rest).
+    """
     static = transform.static_argnums
     names = transform.param_names(len(args))
     leaves, leaf_names, leaf_specs, traced_args = [], [], [], []
@@ -161,7 +166,13 @@ def build(transform, args: Sequence) -> Built:
             a if i in static else tuple(next(it) for _ in a) if isinstance(a, tuple) else next(it)
             for i, a in enumerate(traced_args)
         ]
-        result = transform.symbolic_apply(call_args, top=True)
+        partial = Built(None, [], leaves, leaf_names, leaf_specs, symbols, dtype)
+        hook = None if checkpoint is None else (lambda traced: checkpoint(traced, partial))
+        token = _transforms.CHECKPOINT.set(hook)
+        try:
+            result = transform.symbolic_apply(call_args, top=True)
+        finally:
+            _transforms.CHECKPOINT.reset(token)
     return Built(result, _transforms.flatten_result(result), leaves, leaf_names, leaf_specs, symbols, dtype)
 
 
@@ -195,20 +206,25 @@ class KernelInfo:
 
 class Compiled:
     """One program, served by the tape interpreter until (and unless) its
-    specialised kernel is ready, then by the kernel.  Both return the same bits."""
+    specialised kernel is ready, then by the kernel.  Both return the same bits.
 
-    def __init__(self, built: Built, spec: _codegen.KernelSpec, program, source: str, path):
-        self.spec, self.source, self.path = spec, source, path
-        self.leaves = built.leaves
-        self.dtype = built.dtype
-        self.in_shapes = [s.shape or (1,) for s in built.leaf_specs]
-        self.spec_shapes = [s.shape for s in built.leaf_specs]
-        self.out_shapes = [a.shape for a in built.arrays]
-        self.out_dtypes = [a.dtype for a in built.arrays]
+    Built from plain parts, so it can come from a fresh build (``from_built``)
+    or from the warm-start cache on disk (``_warm``).
+    """
+
+    def __init__(self, spec: _codegen.KernelSpec, path, leaves, leaf_shapes, out_shapes, out_dtypes,
+                 template, tape: _tape.Tape, dtype, source: str | None = None):
+        self.spec, self.path, self._source = spec, path, source
+        self.leaves = [tuple(leaf) for leaf in leaves]
+        self.dtype = np.dtype(dtype)
+        self.spec_shapes = [tuple(s) for s in leaf_shapes]
+        self.in_shapes = [s or (1,) for s in self.spec_shapes]
+        self.out_shapes = [tuple(s) for s in out_shapes]
+        self.out_dtypes = [np.dtype(d) for d in out_dtypes]
         sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
         self.out_bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-        self.template = _template(built.result)
-        self.tape = _tape.encode(program, [int(np.prod(s)) for s in self.in_shapes], sizes, self.dtype)
+        self.template = template
+        self.tape = tape
         # the common case gets a short call path: array arguments that need no
         # reshaping, one output in the compute dtype
         self._fast = (
@@ -216,13 +232,26 @@ class Compiled:
             and (self.template is None or isinstance(self.template, _transforms.SparseLayout))
             and all(k is None for _, k in self.leaves)
         )
-        self._arg_index = [(i, bool(s.shape)) for (i, _), s in zip(self.leaves, built.leaf_specs)]
+        self._arg_index = [(i, bool(s)) for (i, _), s in zip(self.leaves, self.spec_shapes)]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         self.kernel = None
         self.state = "tape-only"
         self.compile_seconds: float | None = None
         self.error: str | None = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_built(cls, built: Built, spec: _codegen.KernelSpec, program, source: str, path) -> "Compiled":
+        sizes = [max(1, int(np.prod(a.shape))) for a in built.arrays]
+        tape = _tape.encode(program, [int(np.prod(s.shape or (1,))) for s in built.leaf_specs], sizes, built.dtype)
+        return cls(spec, path, built.leaves, [s.shape for s in built.leaf_specs], [a.shape for a in built.arrays],
+                   [a.dtype for a in built.arrays], _template(built.result), tape, built.dtype, source)
+
+    @property
+    def source(self) -> str:
+        if self._source is None:
+            self._source = self.path.read_text()
+        return self._source
 
     # -- the specialised kernel --
 
@@ -346,24 +375,26 @@ def _fill(template, it):
 
 
 def make_compiled(transform, built: Built) -> Compiled:
-    """Generate the program and kernel source, and start (or load) the kernel
-    as the compile mode says."""
-    start = time.perf_counter()
+    """Generate the program and the kernel source file."""
     spec, program = kernel_parts(transform, built)
     source = _codegen.kernel_source(program, spec)
     stem = f"{spec.name}_{_codegen.source_digest(source)}"
     path = _compile.write_module(source, stem)
-    compiled = Compiled(built, spec, program, source, path)
-    STATS.build_seconds += time.perf_counter() - start
+    compiled = Compiled.from_built(built, spec, program, source, path)
     if os.environ.get("SYMJAC_DEBUG"):
         print(f"# symjac kernel {path}\n{source}")
+    return compiled
+
+
+def start_kernel(compiled: Compiled) -> None:
+    """Load, compile or schedule the specialised kernel as the compile mode says."""
+    path = compiled.path
     mode = _config.compile_mode()
     if mode == "sync" or (mode == "auto" and _compile.on_disk(path)):
         compiled.load_kernel()
     elif mode in ("auto", "background"):
         _tape.ensure_ready(compiled.dtype)
         compiled.start_background()
-    return compiled
 
 
 def compiled_for(transform, args: Sequence) -> Compiled:
@@ -381,9 +412,19 @@ def compiled_for(transform, args: Sequence) -> Compiled:
             return compiled
         STATS.misses += 1
         start = time.perf_counter()
-        built = build(transform, args)
+        warm_key = []
+        try:
+            built = build(transform, args, _warm.checkpoint(transform, warm_key))
+        except _warm.Hit as hit:
+            compiled = hit.compiled
+            STATS.warm_starts += 1
+        else:
+            compiled = make_compiled(transform, built)
+            if warm_key:
+                _warm.save(warm_key[0], compiled)
         STATS.build_seconds += time.perf_counter() - start
-        compiled = store[key] = make_compiled(transform, built)
+        start_kernel(compiled)
+        store[key] = compiled
         STATS.entries += 1
         return compiled
 

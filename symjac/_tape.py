@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +61,8 @@ class Tape:
 
 
 _ready: set = set()
+_ready_lock = threading.Lock()
+_preload: threading.Thread | None = None
 
 
 def ensure_ready(dtype) -> None:
@@ -69,10 +74,37 @@ def ensure_ready(dtype) -> None:
     dtype = np.dtype(dtype)
     if dtype in _ready:
         return
-    empty = np.zeros(0, dtype=np.int64)
-    _tape_vm.run(np.zeros((0, 4), dtype=np.int64), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype),
-                 empty, empty, empty, np.zeros(0, dtype=dtype), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype))
-    _ready.add(dtype)
+    with _ready_lock:
+        if dtype in _ready:
+            return
+        empty = np.zeros(0, dtype=np.int64)
+        _tape_vm.run(np.zeros((0, 4), dtype=np.int64), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype),
+                     empty, empty, empty, np.zeros(0, dtype=dtype), np.zeros(1, dtype=dtype),
+                     np.zeros(1, dtype=dtype))
+        _ready.add(dtype)
+
+
+def start_preload() -> None:
+    """Warm Numba up in a background thread (``import symjac`` calls this).
+
+    The first Numba function a process loads costs ~0.3 s, almost all of it
+    Numba importing SciPy's BLAS bindings while it initialises; overlapping
+    that with the user's own start-up makes the first derivative arrive
+    sooner.  ``SYMJAC_NO_PRELOAD=1`` turns it off.
+    """
+    global _preload
+    if _preload is not None or os.environ.get("SYMJAC_NO_PRELOAD"):
+        return
+
+    def work():
+        try:
+            ensure_ready(np.float64)
+        except Exception:  # the first real call will report any problem
+            pass
+
+    _preload = threading.Thread(target=work, name="symjac-preload", daemon=True)
+    _preload.start()
+    atexit.register(_preload.join, 5.0)  # never tear the interpreter down mid-import
 
 
 def encode(program: Program, in_sizes: list[int], out_sizes: list[int], dtype) -> Tape:

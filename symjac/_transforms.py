@@ -23,6 +23,7 @@ compiles the result) and a transform nested inside another trace.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -144,6 +145,20 @@ class _Variables:
         return _unflatten(new, arrays, lambda a: a.dtype)
 
 
+#: Called with the top-level trace before differentiating; the dispatcher's
+#: warm-start cache uses it to skip differentiation and code generation when
+#: an earlier process already did them for the same traced graph.
+CHECKPOINT: contextvars.ContextVar = contextvars.ContextVar("symjac_checkpoint", default=None)
+
+
+def _trace(fn: Callable, args: list, top: bool) -> Traced:
+    traced = call_traced(fn, args)
+    hook = CHECKPOINT.get() if top else None
+    if hook is not None:
+        hook(traced)
+    return traced
+
+
 def _blocks(entries: dict, out_arrays, in_arrays, dtype_of) -> list[list[SymArray]]:
     """Split flat ``{(i, j): node}`` into blocks[out][in] of shape out + in."""
     out_off = np.cumsum([0] + [a.size for a in out_arrays])
@@ -210,7 +225,7 @@ def _check_vector(kind: str, given, expected: tuple, other: tuple, name: str, wh
 
 
 def jit(fn: Callable, args: list, spec: Spec, top: bool):
-    traced = call_traced(fn, args)
+    traced = _trace(fn, args, top)
     return traced.pack(traced.arrays)
 
 
@@ -234,7 +249,7 @@ def _sparse_blocks(entries: dict, outs, ins, dtype_of, format: str):
 
 def jacobian(fn: Callable, args: list, spec: Spec, top: bool):
     var = _Variables(args, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     outs = list(traced.arrays)
     entries = _diff.jacobian(_flat(outs), var.wrt)
     if spec.sparse and top:
@@ -266,7 +281,7 @@ def jvp(fn: Callable, args: list, spec: Spec, top: bool):
     primal, v = _split_extra(args, spec)
     vs = _per_argnum(spec, v, "tangent v")
     var = _Variables(primal, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     outs = list(traced.arrays)
     out_shape = outs[0].shape if traced.single else None
     tangent = []
@@ -281,7 +296,7 @@ def jvp(fn: Callable, args: list, spec: Spec, top: bool):
 def vjp(fn: Callable, args: list, spec: Spec, top: bool):
     primal, u = _split_extra(args, spec)
     var = _Variables(primal, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     outs = list(traced.arrays)
     us = [u] if traced.single else list(u) if isinstance(u, (tuple, list)) else None
     if us is None or len(us) != len(outs):
@@ -302,7 +317,7 @@ def vjp(fn: Callable, args: list, spec: Spec, top: bool):
 
 def grad(fn: Callable, args: list, spec: Spec, top: bool):
     var = _Variables(args, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     out = _scalar_output(traced, "grad")
     result = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
@@ -311,7 +326,7 @@ def grad(fn: Callable, args: list, spec: Spec, top: bool):
 
 def hessian(fn: Callable, args: list, spec: Spec, top: bool):
     var = _Variables(args, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     outs = list(traced.arrays)
     first = _diff.jacobian(_flat(outs), var.wrt)
     keys = list(first)  # (output element i, first input jj)
@@ -377,7 +392,7 @@ def hvp(fn: Callable, args: list, spec: Spec, top: bool):
     primal, v = _split_extra(args, spec)
     vs = _per_argnum(spec, v, "tangent v")
     var = _Variables(primal, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     out = _scalar_output(traced, "hvp")
     tangent = []
     for arr, vec in zip(var.arrays, vs):
@@ -393,7 +408,7 @@ def divergence(fn: Callable, args: list, spec: Spec, top: bool):
     if spec.tuple_argnums:
         raise ArgumentError("divergence takes a single argnum (the field's input).")
     var = _Variables(args, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     (x,) = var.arrays
     if not traced.single or traced.arrays[0].shape != x.shape:
         shapes = ", ".join(str(a.shape) for a in traced.arrays)
@@ -413,7 +428,7 @@ def laplacian(fn: Callable, args: list, spec: Spec, top: bool):
     if spec.tuple_argnums:
         raise ArgumentError("laplacian takes a single argnum.")
     var = _Variables(args, spec.argnums, top)
-    traced = call_traced(fn, var.call_args)
+    traced = _trace(fn, var.call_args, top)
     out = _scalar_output(traced, "laplacian")
     gradient = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     entries = _diff.jacobian(gradient, var.wrt)

@@ -15,4 +15,5 @@ if __name__ == "__main__":
     sj.set_compile_mode("auto")
     out = sj.jacobian(field)(np.linspace(0, 1, 7))
     info = sj.jacobian(field).info(np.linspace(0, 1, 7))
-    print(json.dumps({"stats": vars(sj.cache_info()), "tier": info.tier, "sum": float(out.sum())}))
+    print(json.dumps({"stats": vars(sj.cache_info()), "tier": info.tier, "sum": float(out.sum()),
+                      "bits": out.tobytes().hex()}))

@@ -69,4 +69,37 @@ def test_a_second_process_loads_the_kernel_from_disk():
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report["stats"]["compiles"] == 0, report
     assert report["stats"]["disk_loads"] == 1 and report["tier"] == "kernel"
-    assert report["sum"] == float(here.sum())
+    assert report["stats"]["warm_starts"] == 1, "the program should come from disk, not be differentiated again"
+    assert report["bits"] == here.tobytes().hex()
+
+
+def _probe(env_extra=None):
+    env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
+    run = subprocess.run([sys.executable, os.path.join(HERE, "cache_probe.py")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_corrupted_or_truncated_program_entries_fall_back_to_rebuilding():
+    from symjac import _compile
+
+    x = np.linspace(0, 1, 7)
+    want = sj.jacobian(field)(x).tobytes().hex()
+    _probe()  # make sure the entries exist
+    programs = _compile.cache_dir().parent / "programs"
+    entries = sorted(programs.glob("*.json")) + sorted(programs.glob("*.npz"))
+    assert entries
+    saved = {p: p.read_bytes() for p in entries}
+    try:
+        for p in entries:
+            p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])  # truncated
+        report = _probe()
+        assert report["bits"] == want and report["stats"]["warm_starts"] == 0
+        for p in entries:
+            p.write_bytes(b"\x00garbage")
+        report = _probe()
+        assert report["bits"] == want and report["stats"]["warm_starts"] == 0
+    finally:
+        for p, data in saved.items():
+            p.write_bytes(data)
