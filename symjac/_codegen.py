@@ -302,8 +302,15 @@ def _index(shape: tuple[int, ...], flat: int) -> str:
 
 
 class _Printer:
-    def __init__(self, program: Program, spec: KernelSpec, roll: bool = True):
+    """Renders a program as kernel lines.  With ``batched`` (one flag per
+    input) it renders the body of a batch loop instead: batched inputs and
+    all outputs gain a leading ``b`` index, and views are hoisted out of the
+    loop (``self.hoisted``), so no per-sample array views are made."""
+
+    def __init__(self, program: Program, spec: KernelSpec, roll: bool = True, batched=None):
         self.program, self.spec, self.roll = program, spec, roll
+        self.batched = batched
+        self.hoisted: list[str] = []
         uses = [0] * len(program.ops)
         for _, args, _ in program.ops:
             for a in args:
@@ -328,7 +335,7 @@ class _Printer:
         if op == "load":
             i, flat = payload
             name, shape = self.spec.inputs[i]
-            return (f"{name}[{_index(shape, flat)}]" if shape else name), _ATOM
+            return self.element(i, flat), _ATOM
         if op == "const":
             text = _literal(payload, dt)
             return text, (70 if text.startswith("-") else _ATOM)
@@ -370,6 +377,22 @@ class _Printer:
         self.text[k] = (text, prec)
         self.depth[k] = depth
 
+    def element(self, i: int, flat: int) -> str:
+        """Input ``i``'s element ``flat`` (per sample when batched)."""
+        name, shape = self.spec.inputs[i]
+        if self.batched is not None and self.batched[i]:
+            return f"{name}[{', '.join(['b', *([_index(shape, flat)] if shape else [])])}]"
+        return f"{name}[{_index(shape, flat)}]" if shape else name
+
+    def target(self, out: int, flat: int) -> str:
+        shape = self.spec.outputs[out]
+        if self.batched is not None:
+            # every batched write goes through the one flat view: Numba's prange
+            # optimiser does not see that out0 and a view of it alias, and may
+            # reorder writes made through both
+            return f"{self.flat_view(f'out{out}', len(shape), batched=True)}{flat}]"
+        return f"out{out}[{_index(shape, flat)}]"
+
     def run(self) -> list[str]:
         from ._reroll import find_loops
 
@@ -381,21 +404,28 @@ class _Printer:
                 self.emit(k, self.lines)
         for pos, (out, flat, value) in enumerate(self.program.stores):
             if pos not in rolled:
-                target = f"out{out}[{_index(self.spec.outputs[out], flat)}]"
-                self.lines.append(f"{target} = {self.text[value][0]}")
+                self.lines.append(f"{self.target(out, flat)} = {self.text[value][0]}")
         for number, grp in enumerate(loops):
             self.loop(number, grp)
         return self.lines
 
-    def flat_view(self, name: str, ndim: int) -> str:
-        """A 1-d view of an input or output, declared once at the top."""
+    def flat_view(self, name: str, ndim: int, batched: bool = False) -> str:
+        """A 1-d view (per sample: 2-d, batch first) of an input or output,
+        declared once, before any batch loop.  Returns the text to index with
+        ``[<flat index>]``."""
+        if batched:
+            view = f"flat{name[3:]}" if name.startswith("out") else f"_flat_{name}"
+            if view not in self.flats:
+                self.flats.add(view)
+                self.hoisted.append(f"{view} = {name}.reshape({name}.shape[0], -1)")
+            return f"{view}[b, "
         if ndim == 1:
-            return name
+            return f"{name}["
         view = f"flat{name[3:]}" if name.startswith("out") else f"_flat_{name}"
         if view not in self.flats:
             self.flats.add(view)
-            self.lines.append(f"{view} = {name}.reshape(-1)")
-        return view
+            self.hoisted.append(f"{view} = {name}.reshape(-1)")
+        return f"{view}["
 
     def index(self, tag: str, values: list[int]) -> str:
         """``values[_k]`` as an expression: affine in ``_k`` when it is, else
@@ -410,14 +440,18 @@ class _Printer:
         """One rolled group: ``for _k in range(n): out[index(k)] = tree(x[index(k)])``."""
         spec, program = self.spec, self.program
         tag = f"_L{number}"
-        flat_out = self.flat_view(f"out{grp.output}", len(spec.outputs[grp.output]))
+        batch = self.batched is not None
+        flat_out = self.flat_view(f"out{grp.output}", len(spec.outputs[grp.output]), batch)
         target = self.index(f"{tag}_OUT", grp.outs)
         body = []
         for s, (i, _) in enumerate(grp.slots):
             name, shape = spec.inputs[i]
+            in_batch = batch and self.batched[i]
             if shape:
-                source = self.flat_view(name, len(shape))
-                body.append(f"_a{s} = {source}[{self.index(f'{tag}_IN{s}', grp.loads[s])}]")
+                source = self.flat_view(name, len(shape), in_batch)
+                body.append(f"_a{s} = {source}{self.index(f'{tag}_IN{s}', grp.loads[s])}]")
+            elif in_batch:
+                body.append(f"_a{s} = {name}[b]")
         slot_of = {key: s for s, key in enumerate(grp.slots)}
         tree = sorted(grp.covered_by_root)
         for k in tree:
@@ -426,10 +460,11 @@ class _Printer:
                 aop, _, apayload = program.ops[a]
                 if aop == "load":
                     name, shape = spec.inputs[apayload[0]]
-                    self.text[a] = (f"_a{slot_of[apayload]}" if shape else name, _ATOM)
+                    in_batch = batch and self.batched[apayload[0]]
+                    self.text[a] = (f"_a{slot_of[apayload]}" if shape or in_batch else name, _ATOM)
                     self.depth[a] = 0
             self.emit(k, body, prefix="_t")
-        body.append(f"{flat_out}[{target}] = {self.text[grp.root][0]}")
+        body.append(f"{flat_out}{target}] = {self.text[grp.root][0]}")
         example = f"out{grp.output}[{_index(spec.outputs[grp.output], grp.outs[0])}]"
         self.lines.append(f"# {len(grp.outs)} entries like {example}, rolled into a loop")
         self.lines.append(f"for _k in range({len(grp.outs)}):")
@@ -440,9 +475,9 @@ class _Printer:
         dtype = self.spec.dtype
         shape = self.spec.outputs[out]
         if len(items) <= 8:
-            self.lines += [f"out{out}[{_index(shape, f)}] = {_literal(v, dtype)}" for f, v in items]
+            self.lines += [f"{self.target(out, f)} = {_literal(v, dtype)}" for f, v in items]
             return
-        flat = self.flat_view(f"out{out}", len(shape))
+        flat = self.flat_view(f"out{out}", len(shape), self.batched is not None)
         by_value: dict = {}
         for f, v in items:
             by_value.setdefault(v, []).append(f)
@@ -451,7 +486,7 @@ class _Printer:
             for value, progs in pieces:
                 for start, step, count in progs:
                     self.lines.append(f"for _k in range({count}):")
-                    self.lines.append(f"    {flat}[{_affine_text(start, step)}] = {_literal(value, dtype)}")
+                    self.lines.append(f"    {flat}{_affine_text(start, step)}] = {_literal(value, dtype)}")
             return
         idx = ", ".join(str(f) for f, _ in items)
         vals = ", ".join(repr(float(v)) for _, v in items)
@@ -459,7 +494,7 @@ class _Printer:
         self.globals.append(f"_C{out}_VAL = np.array([{vals}], dtype=np.{dtype})")
         self.lines += [
             f"for _k in range(_C{out}_IDX.shape[0]):",
-            f"    {flat}[_C{out}_IDX[_k]] = _C{out}_VAL[_k]",
+            f"    {flat}_C{out}_IDX[_k]] = _C{out}_VAL[_k]",
         ]
 
 
@@ -497,10 +532,17 @@ def _progressions(values: list[int]) -> list[tuple[int, int, int]] | None:
     return None
 
 
-def kernel_source(program: Program, spec: KernelSpec, roll: bool = True) -> str:
+def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched=None) -> str:
     """The Python/Numba source of a kernel module for ``program`` (repeated
-    entry patterns rolled into loops unless ``roll`` is false)."""
-    printer = _Printer(program, spec, roll)
+    entry patterns rolled into loops unless ``roll`` is false).
+
+    With ``batched`` (a flag per input) the module's function is
+    ``<name>_batch``: batched inputs and every output carry a leading batch
+    axis and the body runs once per sample in a ``prange`` loop over both
+    cores, indexing ``x[b, i]`` directly (only per-sample blocks are ever
+    computed, never cross-sample ones).
+    """
+    printer = _Printer(program, spec, roll, batched)
     printer.run()
     by_output: dict[int, list[tuple[int, float]]] = {}
     for out, flat, value in program.const_stores:
@@ -518,47 +560,61 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True) -> str:
             "",
         ]
     params = [name for name, _ in spec.inputs] + [f"out{k}" for k in range(len(spec.outputs))]
-    lines = body or ["pass"]
     inputs = ", ".join(f"{n}: {spec.dtype}{list(s)}" for n, s in spec.inputs) or "none"
+    if batched is None:
+        decorator = '@njit(cache=True, nogil=True, error_model="numpy")'
+        name, imports = spec.name, "from numba import njit"
+        lines = printer.hoisted + body or ["pass"]
+        note = ""
+        serial = []
+    else:
+        # batch outputs are allocated uninitialised (np.zeros of a big batch
+        # costs a page fault per 4 kB when the kernel first writes it), so each
+        # sample's structural zeros are written here, in cache
+        written: list[set] = [set() for _ in spec.outputs]
+        for out, flat, _ in (*program.stores, *program.const_stores):
+            written[out].add(flat)
+        zero_printer = _Printer(program, spec, roll, batched)
+        zero_printer.flats, zero_printer.hoisted = printer.flats, printer.hoisted
+        for out, shape in enumerate(spec.outputs):
+            missing = sorted(set(range(max(1, int(np.prod(shape))))) - written[out])
+            if missing:
+                zero_printer.constants(out, [(f, 0.0) for f in missing])
+        zeroing = zero_printer.lines
+        globals_ = globals_ + zero_printer.globals
+        decorator = '@njit(cache=True, nogil=True, parallel=True, error_model="numpy")'
+        name, imports = f"{spec.name}_batch", "from numba import njit, prange"
+        body = ["    " + ln for ln in zeroing + body or ["pass"]]
+        lines = printer.hoisted + ["for b in prange(out0.shape[0]):"] + body
+        which = ", ".join(n for (n, _), flag in zip(spec.inputs, batched) if flag) or "none"
+        note = f"\nbatched over: {which} (leading axis b; outputs too)"
+        # the same loop without threads: a parallel region costs ~100 µs to start,
+        # more than a small batch takes
+        serial = [
+            "", "",
+            '@njit(cache=True, nogil=True, error_model="numpy")',
+            f"def {name}_serial({', '.join(params)}):",
+            *("    " + ln for ln in printer.hoisted + ["for b in range(out0.shape[0]):"] + body),
+        ]
     header = [
         f'"""symjac kernel: {spec.title}',
         "",
         f"inputs  {inputs}",
-        f"outputs {', '.join(f'out{k}: {list(s)}' for k, s in enumerate(spec.outputs)) or 'none'}",
-        "Generated by symjac; every entry is written into a zero-filled output.",
+        f"outputs {', '.join(f'out{k}: {list(s)}' for k, s in enumerate(spec.outputs)) or 'none'}{note}",
+        "Generated by symjac." if batched is not None else "Generated by symjac; entries not written are zeros of the output.",
         '"""',
         "import numpy as np",
-        "from numba import njit",
+        imports,
         "",
         *globals_,
         *([""] if globals_ else []),
         "",
         *helpers,
-        '@njit(cache=True, nogil=True, error_model="numpy")',
-        f"def {spec.name}({', '.join(params)}):",
+        decorator,
+        f"def {name}({', '.join(params)}):",
     ]
-    return "\n".join(header + ["    " + line for line in lines]) + "\n"
+    return "\n".join(header + ["    " + line for line in lines] + serial) + "\n"
 
 
 def source_digest(source: str) -> str:
     return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
-
-
-def batch_source(source: str, spec: KernelSpec, batched: Sequence[bool]) -> str:
-    """A module with the kernel plus a ``<name>_batch`` loop over a batch.
-
-    Batched inputs and every output carry a leading batch axis; the loop runs
-    over both cores (``prange``) and calls the per-sample kernel, which LLVM
-    inlines.  Only per-sample blocks are computed, never cross-sample ones.
-    """
-    params = [name for name, _ in spec.inputs]
-    outs = [f"out{k}" for k in range(len(spec.outputs))]
-    call = [f"{p}[b]" if is_b else p for p, is_b in zip(params, batched)] + [f"{o}[b]" for o in outs]
-    which = ", ".join(p for p, is_b in zip(params, batched) if is_b) or "none"
-    return source.replace("from numba import njit\n", "from numba import njit, prange\n") + (
-        f"\n\n# batched over: {which}\n"
-        '@njit(cache=True, nogil=True, parallel=True, error_model="numpy")\n'
-        f"def {spec.name}_batch({', '.join(params + outs)}):\n"
-        f"    for b in prange(out0.shape[0]):\n"
-        f"        {spec.name}({', '.join(call)})\n"
-    )

@@ -248,6 +248,13 @@ class Compiled:
                    [a.dtype for a in built.arrays], _template(built.result), tape, built.dtype, source)
 
     @property
+    def program(self) -> _codegen.Program:
+        """The SSA program (decoded from the tape, which holds all of it)."""
+        in_sizes = [int(np.prod(s)) for s in self.in_shapes]
+        out_sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
+        return self.tape.to_program(in_sizes, out_sizes)
+
+    @property
     def source(self) -> str:
         if self._source is None:
             self._source = self.path.read_text()

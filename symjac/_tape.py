@@ -37,6 +37,29 @@ class Tape:
         _tape_vm.run(self.code, self.consts, inputs, self.store_idx, self.store_val,
                      self.const_idx, self.const_val, work, out)
 
+    def to_program(self, in_sizes: list[int], out_sizes: list[int]) -> _codegen.Program:
+        """The SSA program this tape encodes (the inverse of ``encode``)."""
+        in_off = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
+        out_off = np.concatenate([[0], np.cumsum(out_sizes)]).astype(np.int64)
+
+        def split(offsets, flat):
+            where = int(np.searchsorted(offsets, flat, side="right") - 1)
+            return where, int(flat - offsets[where])
+
+        ops = []
+        for op, a, b, c in self.code.tolist():
+            name = _codegen.OPCODES[op]
+            if name == "load":
+                ops.append((name, (), split(in_off, a)))
+            elif name == "const":
+                ops.append((name, (), float(self.consts[a])))
+            else:
+                arity = 3 if name == "select" else 1 if name in _UNARY else 2
+                ops.append((name, (a, b, c)[:arity], None))
+        stores = [(*split(out_off, i), int(v)) for i, v in zip(self.store_idx.tolist(), self.store_val.tolist())]
+        consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist())]
+        return _codegen.Program(ops, stores, consts)
+
     def for_batch(self, in_sizes: list[int], batched: list[bool]) -> "Tape":
         """This tape with loads re-pointed for a batch: batched inputs are read
         from the row (in order), the others from the shared buffer."""
@@ -54,11 +77,14 @@ class Tape:
                 code[k, 0] = _OP["load_shared"]
         return Tape(code, self.consts, self.store_idx, self.store_val, self.const_idx, self.const_val)
 
-    def run_batch(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray) -> None:
+    def run_batch(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray, parallel: bool) -> None:
         """Evaluate every row of ``batched`` (B, n_b) into ``out`` (B, n_out)."""
-        _tape_vm.run_batch(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
-                           self.const_idx, self.const_val, out)
+        run = _tape_vm.run_batch if parallel else _tape_vm.run_batch_serial
+        run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
+            self.const_idx, self.const_val, out)
 
+
+_UNARY = {"neg", "sqrt", "not", *(name for name in _codegen.FUNCTIONS.values() if name not in ("arctan2", "maximum", "minimum"))}
 
 _ready: set = set()
 _ready_lock = threading.Lock()

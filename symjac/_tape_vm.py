@@ -158,5 +158,10 @@ def run_batch(code, consts, batched, shared, store_idx, store_val, const_idx, co
         _store(work, store_idx, store_val, const_idx, const_val, out[i])
 
 
-def empty_work(n: int, dtype) -> np.ndarray:
-    return np.empty(max(n, 1), dtype=dtype)
+@njit(cache=True, nogil=True)
+def run_batch_serial(code, consts, batched, shared, store_idx, store_val, const_idx, const_val, out):
+    """``run_batch`` on one thread (a parallel region costs more than small batches take)."""
+    work = np.empty(code.shape[0], dtype=consts.dtype)
+    for i in range(batched.shape[0]):
+        _step(code, consts, batched[i], shared, work)
+        _store(work, store_idx, store_val, const_idx, const_val, out[i])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from . import _codegen, _compile, _config, _dispatch, _tape
@@ -31,6 +32,10 @@ def _normalize_axes(in_axes, n: int) -> list:
     return axes
 
 
+#: batch size x program operations above which the batch loop runs on all threads
+PARALLEL_WORK = 200_000
+
+
 class _Given:
     """Stands for the i-th positional argument while finding where binding puts it."""
 
@@ -48,11 +53,12 @@ class _BatchProgram:
         self.batched = batched
         sizes = [int(np.prod(s)) for s in compiled.in_shapes]
         self.tape = compiled.tape.for_batch(sizes, batched)
-        self.kernel = None
+        self.kernel = self.serial = None
         self.state = "tape-only"
+        self.error: str | None = None
         self._lock = threading.Lock()
         spec = compiled.spec
-        self.source = _codegen.batch_source(compiled.source, spec, batched)
+        self.source = _codegen.kernel_source(compiled.program, spec, batched=batched)
         stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
         self.path = _compile.write_module(self.source, stem)
 
@@ -64,14 +70,18 @@ class _BatchProgram:
             in_nd = [len(s) + b for (_, s), b in zip(spec.inputs, self.batched)]
             out_nd = [len(s) + 1 for s in spec.outputs]
             try:
+                sig = _compile.signature(in_nd, out_nd, spec.dtype)
+                serial = _compile.import_function(self.path, f"{spec.name}_batch_serial")
+                seconds, from_disk = _compile.compile_kernel(serial, sig)
                 dispatcher = _compile.import_function(self.path, f"{spec.name}_batch")
-                seconds, from_disk = _compile.compile_kernel(
-                    dispatcher, _compile.signature(in_nd, out_nd, spec.dtype)
-                )
+                more, _ = _compile.compile_kernel(dispatcher, sig)
+                seconds += more
             except Exception as exc:
-                self.state = f"failed: {type(exc).__name__}: {exc}"
+                self.state = "failed"
+                self.error = f"{type(exc).__name__}: {exc}"
                 return
             _compile.mark_compiled(self.path, seconds)
+            self.serial = serial
             _dispatch.STATS.compile_seconds += seconds
             if from_disk:
                 _dispatch.STATS.disk_loads += 1
@@ -92,7 +102,9 @@ class _BatchProgram:
     def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
         c = self.compiled
         dtype = c.dtype
-        outs = [np.zeros((size,) + (s or (1,)), dtype=dtype) for s in c.out_shapes]
+        # the batch kernel writes every entry (zeros included); the tape only the nonzeros
+        alloc = np.empty if self.kernel is not None else np.zeros
+        outs = [alloc((size,) + (s or (1,)), dtype=dtype) for s in c.out_shapes]
         step = chunk_size or size or 1
         for start in range(0, size, step):
             stop = min(size, start + step)
@@ -104,11 +116,15 @@ class _BatchProgram:
             self._run_chunk(part, [o[start:stop] for o in outs])
         return outs
 
+    def _parallel(self, size: int) -> bool:
+        """Threads pay off only for enough work (a parallel region costs ~100 µs)."""
+        return numba.get_num_threads() > 1 and size * max(self.tape.n_ops, 1) >= PARALLEL_WORK
+
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
         if kernel is not None:
             _dispatch.STATS.kernel_calls += 1
-            kernel(*part, *outs)
+            (kernel if self._parallel(outs[0].shape[0]) else self.serial)(*part, *outs)
             return
         _dispatch.STATS.tape_calls += 1
         n = outs[0].shape[0]
@@ -117,7 +133,7 @@ class _BatchProgram:
         shared_parts = [np.reshape(p, -1) for p, b in zip(part, self.batched) if not b]
         shared = np.concatenate(shared_parts) if shared_parts else np.zeros(1, self.compiled.dtype)
         buf = np.zeros((n, self.compiled.out_bounds[-1]), dtype=self.compiled.dtype)
-        self.tape.run_batch(np.ascontiguousarray(batched), shared, buf)
+        self.tape.run_batch(np.ascontiguousarray(batched), shared, buf, self._parallel(n))
         b = self.compiled.out_bounds
         for j, o in enumerate(outs):
             o[...] = buf[:, b[j] : b[j + 1]].reshape(o.shape)
@@ -127,7 +143,38 @@ class _BatchProgram:
         base.tier = "kernel" if self.kernel is not None else "tape"
         base.state = self.state
         base.path = str(self.path)
+        base.error = self.error
+        base.n_lines = self.source.count("\n")
         return base
+
+
+_PLAIN = {np.ndarray, float, int, np.float64, np.float32}
+
+
+def _moved(a, ax):
+    """The argument with its batch axis first."""
+    if isinstance(a, tuple):
+        return tuple(np.moveaxis(np.asarray(p), ax, 0) for p in a)
+    return np.moveaxis(np.asarray(a), ax, 0)
+
+
+def _batch_size(batch_args: list, axes: list) -> int:
+    for a, ax in zip(batch_args, axes):
+        if ax is not None:
+            return np.shape(a[0] if isinstance(a, tuple) else a)[0]
+    raise AssertionError("no batched argument")
+
+
+def _sample(batch_args: list, axes: list, size: int) -> list:
+    """Arguments shaped like one sample (to build the per-sample program)."""
+
+    def one(a):
+        return np.zeros(np.shape(a)[1:], np.asarray(a).dtype) if size == 0 else np.asarray(a)[0]
+
+    return [
+        (tuple(one(p) for p in a) if isinstance(a, tuple) else one(a)) if ax is not None else a
+        for a, ax in zip(batch_args, axes)
+    ]
 
 
 class Batched:
@@ -141,6 +188,8 @@ class Batched:
         if chunk_size is not None and chunk_size < 1:
             raise ArgumentError(f"vmap: chunk_size must be a positive int or None; got {chunk_size!r}.")
         self._programs: dict = {}
+        self._plans: dict = {}  # (number of args, keyword names) -> batch axis per bound argument
+        self._entries: dict = {}  # (argument shapes and dtypes, axes) -> _BatchProgram
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -185,34 +234,24 @@ class Batched:
         return size
 
     def __call__(self, *args, **kwargs):
-        args, axes = self._bind(args, kwargs)
-        size = self._split(args, axes)
-        if any(is_traced(a) for a in args):
-            return self._symbolic(args, axes, size)
-
-        def moved(a, ax):
-            if ax is None:
-                return a
-            if isinstance(a, tuple):
-                return tuple(np.moveaxis(np.asarray(p), ax, 0) for p in a)
-            return np.moveaxis(np.asarray(a), ax, 0)
-
-        batch_args = [moved(a, ax) for a, ax in zip(args, axes)]
-        sample = [
-            (tuple(p[0] for p in a) if isinstance(a, tuple) else a[0]) if ax is not None else a
-            for a, ax in zip(batch_args, axes)
-        ] if size else None
-        if size == 0:
-            sample = [
-                (tuple(np.zeros(p.shape[1:], p.dtype) for p in a) if isinstance(a, tuple) else np.zeros(a.shape[1:], a.dtype))
-                if ax is not None else a for a, ax in zip(batch_args, axes)
-            ]
-        program = self._program(sample, axes)
+        plan_key = (len(args), tuple(kwargs))
+        axes = self._plans.get(plan_key)
+        if axes is None or kwargs or len(args) != self.inner._arity:
+            args, axes = self._bind(args, kwargs)
+            self._plans[plan_key] = axes
+        if not all(type(a) in _PLAIN for a in args) and any(
+            is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args
+        ):
+            return self._symbolic(args, axes, self._split(args, axes))
+        batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes)]
+        key = (_dispatch.call_key(batch_args, self.inner.static_argnums), tuple(axes))
+        program = self._entries.get(key)
+        if program is None:
+            size = self._split(args, axes)  # checks the batch sizes agree
+            program = self._entries[key] = self._program(_sample(batch_args, axes, size), axes)
         compiled = program.compiled
-        leaves = []
-        for (i, k) in compiled.leaves:
-            value = batch_args[i] if k is None else batch_args[i][k]
-            leaves.append(value)
+        size = _batch_size(batch_args, axes)
+        leaves = [batch_args[i] if k is None else batch_args[i][k] for i, k in compiled.leaves]
         outs = program.run(leaves, size, self.chunk_size)
         results = []
         for out, shape, odt in zip(outs, compiled.out_shapes, compiled.out_dtypes):
