@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import time
 import weakref
@@ -62,6 +63,8 @@ def store_for(root, chain: tuple) -> dict:
 def clear() -> None:
     _STORE.clear()
     _STRONG_STORE.clear()
+    for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
+        del sys.modules[name]
     for f in dataclasses.fields(STATS):
         setattr(STATS, f.name, f.default)
 
@@ -257,7 +260,7 @@ class Compiled:
     @property
     def source(self) -> str:
         if self._source is None:
-            self._source = self.path.read_text()
+            self._source = _codegen.kernel_source(self.program, self.spec)
         return self._source
 
     # -- the specialised kernel --
@@ -269,11 +272,15 @@ class Compiled:
                 return
             spec = self.spec
             in_nd, out_nd = [len(s) for _, s in spec.inputs], [len(s) for s in spec.outputs]
+            if self.path is None:
+                return  # no kernel file could be written: the tape serves every call
             try:
                 if self.tape.n_ops > _compile.SUBPROCESS_OPS and not _compile.on_disk(self.path):
                     if threading.current_thread() is not threading.main_thread():
                         _compile.compile_in_subprocess(self.path, spec.name, in_nd, out_nd, spec.dtype)
-                dispatcher = _compile.import_function(self.path, spec.name)
+                dispatcher = _compile.load_function(
+                    self.path, spec.name, lambda: _codegen.kernel_source(self.program, spec)
+                )
                 seconds, from_disk = _compile.compile_kernel(
                     dispatcher, _compile.signature(in_nd, out_nd, spec.dtype)
                 )
@@ -301,7 +308,7 @@ class Compiled:
             n_ops=self.tape.n_ops,
             n_lines=self.source.count("\n"),
             compile_seconds=self.compile_seconds,
-            path=str(self.path),
+            path=str(self.path) if self.path is not None else "",
             error=self.error,
         )
 
@@ -386,8 +393,13 @@ def make_compiled(transform, built: Built) -> Compiled:
     spec, program = kernel_parts(transform, built)
     source = _codegen.kernel_source(program, spec)
     stem = f"{spec.name}_{_codegen.source_digest(source)}"
-    path = _compile.write_module(source, stem)
+    try:
+        path = _compile.write_module(source, stem)
+    except _compile.CacheWriteError as exc:
+        path, error = None, str(exc)
     compiled = Compiled.from_built(built, spec, program, source, path)
+    if path is None:
+        compiled.error = f"{error}; calls are served by the tape interpreter"
     if os.environ.get("SYMJAC_DEBUG"):
         print(f"# symjac kernel {path}\n{source}")
     return compiled
@@ -397,6 +409,8 @@ def start_kernel(compiled: Compiled) -> None:
     """Load, compile or schedule the specialised kernel as the compile mode says."""
     path = compiled.path
     mode = _config.compile_mode()
+    if path is None:
+        return
     if mode == "sync" or (mode == "auto" and _compile.on_disk(path)):
         compiled.load_kernel()
     elif mode in ("auto", "background"):

@@ -60,20 +60,23 @@ class _BatchProgram:
         spec = compiled.spec
         self.source = _codegen.kernel_source(compiled.program, spec, batched=batched)
         stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
-        self.path = _compile.write_module(self.source, stem)
+        try:
+            self.path = _compile.write_module(self.source, stem)
+        except _compile.CacheWriteError as exc:
+            self.path, self.error = None, str(exc)
 
     def load_kernel(self) -> None:
         with self._lock:
-            if self.kernel is not None:
+            if self.kernel is not None or self.path is None:
                 return
             spec = self.compiled.spec
             in_nd = [len(s) + b for (_, s), b in zip(spec.inputs, self.batched)]
             out_nd = [len(s) + 1 for s in spec.outputs]
             try:
                 sig = _compile.signature(in_nd, out_nd, spec.dtype)
-                serial = _compile.import_function(self.path, f"{spec.name}_batch_serial")
+                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.source)
                 seconds, from_disk = _compile.compile_kernel(serial, sig)
-                dispatcher = _compile.import_function(self.path, f"{spec.name}_batch")
+                dispatcher = _compile.load_function(self.path, f"{spec.name}_batch", lambda: self.source)
                 more, _ = _compile.compile_kernel(dispatcher, sig)
                 seconds += more
             except Exception as exc:
@@ -92,6 +95,8 @@ class _BatchProgram:
 
     def start(self) -> None:
         mode = _config.compile_mode()
+        if self.path is None:
+            return
         if mode == "sync" or (mode == "auto" and _compile.on_disk(self.path)):
             self.load_kernel()
         elif mode in ("auto", "background"):
@@ -142,7 +147,7 @@ class _BatchProgram:
         base = self.compiled.info()
         base.tier = "kernel" if self.kernel is not None else "tape"
         base.state = self.state
-        base.path = str(self.path)
+        base.path = str(self.path) if self.path is not None else ""
         base.error = self.error
         base.n_lines = self.source.count("\n")
         return base
