@@ -81,9 +81,13 @@ def _leaf_key(value):
         return ((), "?")
     if isinstance(value, int):
         return ((), "l")
-    return (np.shape(value), np.asarray(value).dtype.char) if not isinstance(value, tuple) else tuple(
-        _leaf_key(v) for v in value
-    )
+    if isinstance(value, tuple):
+        return tuple(_leaf_key(v) for v in value)
+    try:
+        arr = np.asarray(value)
+    except Exception:  # ragged lists and the like: spec_of explains while building
+        return ("unkeyable", id(value))
+    return (arr.shape, arr.dtype.char)
 
 
 def static_key(value, position: int):
@@ -126,7 +130,8 @@ class Built:
 
 
 def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
-    floats = [s.dtype for s in specs if s.dtype.kind == "f"]
+    """float32 when every float input is float32 or narrower, else float64."""
+    floats = [np.result_type(s.dtype, np.float32) for s in specs if s.dtype.kind == "f"]
     return np.result_type(*floats) if floats else np.dtype(np.float64)
 
 
@@ -224,7 +229,7 @@ class Compiled:
         self.in_shapes = [s or (1,) for s in self.spec_shapes]
         self.out_shapes = [tuple(s) for s in out_shapes]
         self.out_dtypes = [np.dtype(d) for d in out_dtypes]
-        sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
+        sizes = [int(np.prod(s)) if s else 1 for s in self.out_shapes]
         self.out_bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         self.template = template
         self.tape = tape
@@ -245,7 +250,7 @@ class Compiled:
 
     @classmethod
     def from_built(cls, built: Built, spec: _codegen.KernelSpec, program, source: str, path) -> "Compiled":
-        sizes = [max(1, int(np.prod(a.shape))) for a in built.arrays]
+        sizes = [int(np.prod(a.shape)) if a.shape else 1 for a in built.arrays]
         tape = _tape.encode(program, [int(np.prod(s.shape or (1,))) for s in built.leaf_specs], sizes, built.dtype)
         return cls(spec, path, built.leaves, [s.shape for s in built.leaf_specs], [a.shape for a in built.arrays],
                    [a.dtype for a in built.arrays], _template(built.result), tape, built.dtype, source)
@@ -254,7 +259,7 @@ class Compiled:
     def program(self) -> _codegen.Program:
         """The SSA program (decoded from the tape, which holds all of it)."""
         in_sizes = [int(np.prod(s)) for s in self.in_shapes]
-        out_sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
+        out_sizes = [int(np.prod(s)) if s else 1 for s in self.out_shapes]
         return self.tape.to_program(in_sizes, out_sizes)
 
     @property
