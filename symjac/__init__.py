@@ -22,6 +22,7 @@ from ._caches import wait_for_kernels as wait_for_kernels
 from ._config import compile_mode as compile_mode
 from ._config import compiling as compiling
 from ._config import set_compile_mode as set_compile_mode
+from ._config import set_limits as set_limits
 from ._dispatch import CacheInfo as CacheInfo
 from ._dispatch import KernelInfo as KernelInfo
 from ._errors import (
@@ -30,6 +31,7 @@ from ._errors import (
     CompileError as CompileError,
     InputTypeError as InputTypeError,
     NonScalarOutputError as NonScalarOutputError,
+    ResourceLimitError as ResourceLimitError,
     ShapeError as ShapeError,
     SymjacError as SymjacError,
     TracerControlFlowError as TracerControlFlowError,

@@ -13,6 +13,7 @@ differentiating and compiling from scratch.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import sys
 import threading
@@ -40,6 +41,7 @@ class CacheInfo:
     tape_calls: int = 0  #: calls answered by the tape interpreter
     disk_loads: int = 0  #: kernels whose machine code came from the disk cache
     warm_starts: int = 0  #: programs read from the disk cache instead of differentiated again
+    evictions: int = 0  #: programs dropped from memory by the max_kernels limit
     build_seconds: float = 0.0  #: tracing, differentiation and code generation
     compile_seconds: float = 0.0  #: Numba compilation or disk-cache loading (kernels only)
     entries: int = 0  #: kernels currently held in memory
@@ -47,6 +49,8 @@ class CacheInfo:
 
 STATS = CacheInfo()
 _STORE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LIVE: dict = {}  # id(compiled) -> (store, key): every program held in memory
+_clock = itertools.count()
 _STRONG_STORE: dict = {}  # for callables that cannot be weakly referenced
 _build_lock = threading.RLock()
 
@@ -63,6 +67,7 @@ def store_for(root, chain: tuple) -> dict:
 def clear() -> None:
     _STORE.clear()
     _STRONG_STORE.clear()
+    _LIVE.clear()
     for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
         del sys.modules[name]
     for f in dataclasses.fields(STATS):
@@ -243,6 +248,7 @@ class Compiled:
         self._arg_index = [(i, bool(s)) for (i, _), s in zip(self.leaves, self.spec_shapes)]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         self.kernel = None
+        self.last_used = 0
         self.state = "tape-only"
         self.compile_seconds: float | None = None
         self.error: str | None = None
@@ -430,11 +436,13 @@ def compiled_for(transform, args: Sequence) -> Compiled:
     compiled = store.get(key)
     if compiled is not None:
         STATS.hits += 1
+        compiled.last_used = next(_clock)
         return compiled
     with _build_lock:
         compiled = store.get(key)
         if compiled is not None:
             STATS.hits += 1
+            compiled.last_used = next(_clock)
             return compiled
         STATS.misses += 1
         start = time.perf_counter()
@@ -450,9 +458,27 @@ def compiled_for(transform, args: Sequence) -> Compiled:
                 _warm.save(warm_key[0], compiled)
         STATS.build_seconds += time.perf_counter() - start
         start_kernel(compiled)
+        compiled.last_used = next(_clock)
         store[key] = compiled
+        _LIVE[id(compiled)] = (store, key, compiled)
         STATS.entries += 1
+        _evict()
         return compiled
+
+
+def _evict() -> None:
+    """Keep at most LIMITS.max_kernels programs in memory, dropping the least
+    recently used (they come back from the disk cache when needed again)."""
+    excess = len(_LIVE) - _config.LIMITS.max_kernels
+    if excess <= 0:
+        return
+    oldest = sorted(_LIVE.values(), key=lambda entry: entry[2].last_used)[:excess]
+    for store, key, compiled in oldest:
+        if store.get(key) is compiled:
+            del store[key]
+        del _LIVE[id(compiled)]
+        STATS.entries -= 1
+        STATS.evictions += 1
 
 
 def call(transform, args: Sequence):
