@@ -1,0 +1,70 @@
+"""Run the whole benchmark suite and regenerate ``benchmarks/RESULTS.md``.
+
+    python -m benchmarks.run            # full run (≈ 20 minutes on 2 cores)
+    python -m benchmarks.run --quick    # partial run (≈ 2 minutes), report in benchmarks/raw/quick/
+
+Each system runs in a child process of its own (fresh imports, fresh caches);
+peers that are not installed are skipped.  Raw results go to
+``benchmarks/raw/`` (not in git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import matrix, report, targets
+from .adapters import ORDER
+from .problems import all_problems
+
+HERE = Path(__file__).resolve().parent
+
+
+def run_matrix(adapters: list[str], quick: bool, raw: Path, log=print) -> list[dict]:
+    out = raw / "matrix.jsonl"
+    out.unlink(missing_ok=True)
+    refs = raw / "refs"
+    log("computing references (autograd)")
+    matrix.save_references(all_problems(quick), refs)
+    for name in adapters:
+        log(f"matrix: {name}")
+        cache = tempfile.mkdtemp(prefix=f"cache-{name}-", dir=raw)
+        cmd = [sys.executable, "-m", "benchmarks.matrix", "--adapter", name, "--out", str(out), "--refs", str(refs)]
+        if quick:
+            cmd.append("--quick")
+        try:
+            subprocess.run(cmd, env={**os.environ, "SYMJAC_CACHE_DIR": cache}, cwd=HERE.parent,
+                           timeout=240 if quick else 900, stdout=sys.stdout if log is print else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            with out.open("a") as f:
+                f.write(json.dumps({"adapter": name, "note": "child process timed out; later rows missing"}) + "\n")
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="symjac benchmark suite")
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (≈ 2 minutes)")
+    parser.add_argument("--adapters", default=",".join(ORDER), help="comma-separated systems to run")
+    parser.add_argument("--no-targets", action="store_true", help="skip the targets section")
+    parser.add_argument("--out", type=Path, help="where to write the report")
+    a = parser.parse_args(argv)
+    start = time.perf_counter()
+    raw = HERE / "raw" / ("quick" if a.quick else "full")
+    raw.mkdir(parents=True, exist_ok=True)
+    adapters = [x for x in a.adapters.split(",") if x]
+    rows = run_matrix(adapters, a.quick, raw)
+    results = {} if a.no_targets else targets.run_all(raw, a.quick)
+    (raw / "targets.json").write_text(json.dumps(results, indent=1))
+    out = a.out or (raw / "RESULTS.md" if a.quick else HERE / "RESULTS.md")
+    out.write_text(report.render(rows, results, all_problems(a.quick), a.quick, time.perf_counter() - start))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
