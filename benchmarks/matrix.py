@@ -136,7 +136,7 @@ def config(quick: bool, threads: int | None = None) -> dict:
         "threads": threads,
         "repeats": 3 if quick else 7,
         "build_budget": 20.0 if quick else 90.0,
-        "kernel_budget": 30.0 if quick else 150.0,
+        "kernel_budget": 30.0 if quick else 60.0,
         "time_budget": 2.0 if quick else 6.0,
     }
 

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,15 +54,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--adapters", default=",".join(ORDER), help="comma-separated systems to run")
     parser.add_argument("--no-targets", action="store_true", help="skip the targets section")
     parser.add_argument("--out", type=Path, help="where to write the report")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="measure the targets alongside the matrix (faster; both compete for the cores)")
+    parser.add_argument("--report-only", action="store_true", help="re-render the report from the last raw results")
     a = parser.parse_args(argv)
     start = time.perf_counter()
     raw = HERE / "raw" / ("quick" if a.quick else "full")
     raw.mkdir(parents=True, exist_ok=True)
-    adapters = [x for x in a.adapters.split(",") if x]
-    rows = run_matrix(adapters, a.quick, raw)
-    results = {} if a.no_targets else targets.run_all(raw, a.quick)
-    (raw / "targets.json").write_text(json.dumps(results, indent=1))
     out = a.out or (raw / "RESULTS.md" if a.quick else HERE / "RESULTS.md")
+    if a.report_only:
+        rows = [json.loads(line) for line in (raw / "matrix.jsonl").read_text().splitlines() if line.strip()]
+        results = json.loads((raw / "targets.json").read_text()) if (raw / "targets.json").exists() else {}
+        out.write_text(report.render(rows, results, all_problems(a.quick), a.quick, results.get("elapsed_s", 0.0)))
+        print(f"wrote {out}")
+        return
+    adapters = [x for x in a.adapters.split(",") if x]
+    results: dict = {}
+    worker = None
+    if not a.no_targets:
+        worker = threading.Thread(target=lambda: results.update(targets.run_all(raw, a.quick)))
+        worker.start()
+        if not a.concurrent:
+            worker.join()
+    rows = run_matrix(adapters, a.quick, raw)
+    if worker is not None:
+        worker.join()
+    results["concurrent"] = a.concurrent
+    results["elapsed_s"] = time.perf_counter() - start
+    (raw / "targets.json").write_text(json.dumps(results, indent=1))
     out.write_text(report.render(rows, results, all_problems(a.quick), a.quick, time.perf_counter() - start))
     print(f"wrote {out}")
 

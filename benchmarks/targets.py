@@ -249,7 +249,7 @@ def run_all(out_dir: Path, quick: bool, log=print) -> dict:
     results["steady"] = child("steady", out_dir, cache, timeout=900, n=n, rounds=rounds)
     log("target: build-time scaling")
     sizes = (100, 1000) if quick else (100, 1000, 10_000)
-    limit = 60 if quick else 240
+    limit = 60 if quick else 120
     results["scaling"] = {
         product: {size: child("build", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "scaling")}, timeout=limit,
                               problem="tridiagonal", product=product, n=size) for size in sizes}
