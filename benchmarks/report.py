@@ -107,9 +107,7 @@ def target_rows(t: dict) -> list[tuple[str, str, str, str]]:
         steps = [secs[b] / secs[a] if secs[a] and secs[b] else None for a, b in zip(sizes, sizes[1:])]
         shown = ", ".join(f"n = {n:,}: {_us(secs[n]) if secs[n] else sc[str(n) if str(n) in sc else n].get('error', 'failed')[:40]}"
                           for n in sizes)
-        ok = None if any(s is None for s in steps) else all(s <= 20 for s in steps)
-        if any(s is None for s in steps):
-            ok = False
+        ok = None if not steps else False if any(s is None for s in steps) else all(s <= 20 for s in steps)
         rows.append(("build-time scaling (trace + differentiate + codegen), tridiagonal Jacobian",
                      "≈ 10× per 10× step (met if ≤ 20×)",
                      f"{shown}; steps: {', '.join('—' if s is None else f'{s:.0f}×' for s in steps)}", _verdict(ok)))
@@ -223,6 +221,9 @@ def render(rows: list[dict], targets: dict, problems: list, quick: bool, elapsed
         "|---|---|---|---|",
     ]
     out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in target_rows(targets)]
+    if targets.get("partial"):
+        out += ["", "**This run was interrupted** (the session's time ran out): targets not measured are marked so, "
+                "and systems whose matrix rows are missing did not run."]
     out += ["", "Notes:", ""] + _notes(targets) + ["", METHOD, "", "## All problems and products", "", MATRIX_HELP, ""]
     out += matrix_section(rows, problems)
     return "\n".join(out) + "\n"

@@ -48,6 +48,23 @@ def run_matrix(adapters: list[str], quick: bool, raw: Path, log=print) -> list[d
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
 
 
+def collect_targets(raw: Path) -> dict:
+    """The target results of an interrupted run, from the children's files (the
+    cold first-call result shares its file with the warm one and is lost)."""
+    def load(pattern):
+        files = sorted(raw.glob(pattern))
+        return json.loads(files[0].read_text()) if files else {"error": "not measured (run interrupted)"}
+
+    results = {"throughput": load("target-throughput-*.json"), "single": load("target-single-*.json"),
+               "warm": load("target-firstcall-n1000.json"), "steady": load("target-steady-*.json"),
+               "cold": {"error": "not kept (run interrupted)"}, "partial": True}
+    results["scaling"] = {product: {json.loads(f.read_text())["n"]: json.loads(f.read_text())
+                                    for f in raw.glob(f"target-build-problemtridiagonal-product{product}-*.json")}
+                          for product in ("jacobian", "jvp")}
+    results["build"] = {name: load(f"target-build-problem{name}-*.json") for name in ("recurrence", "tanh_chain")}
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="symjac benchmark suite")
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (≈ 2 minutes)")
@@ -64,7 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     out = a.out or (raw / "RESULTS.md" if a.quick else HERE / "RESULTS.md")
     if a.report_only:
         rows = [json.loads(line) for line in (raw / "matrix.jsonl").read_text().splitlines() if line.strip()]
-        results = json.loads((raw / "targets.json").read_text()) if (raw / "targets.json").exists() else {}
+        results = json.loads((raw / "targets.json").read_text()) if (raw / "targets.json").exists() \
+            else collect_targets(raw)
         out.write_text(report.render(rows, results, all_problems(a.quick), a.quick, results.get("elapsed_s", 0.0)))
         print(f"wrote {out}")
         return
