@@ -6,7 +6,15 @@
 [x_1*cos(x_0), sin(x_0)]
 """
 
-from ._api import Transform as Transform
+import os as _os
+
+# Numba's OpenMP threads spin while waiting for work by default; on a busy
+# machine that made two-thread batch kernels ~25x slower than one thread.
+# Passive waiting costs little for symjac's one-region-per-batch kernels.
+# Set before OpenMP starts (it reads this once); an explicit setting wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from ._api import Transform as Transform  # noqa: E402
 from ._api import divergence as divergence
 from ._api import grad as grad
 from ._api import hessian as hessian
