@@ -1,6 +1,6 @@
 """One adapter per system under test.
 
-Each adapter module has ``NAME``, ``available()`` (its library imports),
+Each adapter module has ``NAME``, ``REQUIRES`` (the library it needs),
 ``setup(threads)`` (called once, before anything is timed) and
 ``prepare(problem, product) -> Prepared``; it raises :class:`Unsupported`
 for products it does not offer.  Prepared callables take NumPy arrays and
@@ -11,6 +11,7 @@ Jacobian), so every system is timed through the same doorway.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,4 +36,4 @@ class Prepared:
 def load(name: str):
     """The adapter module ``name``, or None if its library is not installed."""
     module = importlib.import_module(f"benchmarks.adapters.{name}_adapter")
-    return module if module.available() else None
+    return module if importlib.util.find_spec(module.REQUIRES) is not None else None

@@ -8,14 +8,7 @@ import numpy as np
 from . import Prepared, Unsupported
 
 NAME = "autograd"
-
-
-def available() -> bool:
-    try:
-        import autograd  # noqa: F401
-    except ImportError:
-        return False
-    return True
+REQUIRES = "autograd"  # the library the adapter needs
 
 
 def setup(threads: int | None) -> None:

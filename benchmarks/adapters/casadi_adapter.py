@@ -9,15 +9,8 @@ import numpy as np
 from . import Prepared, Unsupported, _symbolic
 
 NAME = "casadi"
+REQUIRES = "casadi"  # the library the adapter needs
 _threads = 1
-
-
-def available() -> bool:
-    try:
-        import casadi  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def setup(threads: int | None) -> None:

@@ -11,14 +11,7 @@ import numpy as np
 from . import Prepared, Unsupported
 
 NAME = "jax"
-
-
-def available() -> bool:
-    try:
-        import jax  # noqa: F401
-    except ImportError:
-        return False
-    return True
+REQUIRES = "jax"  # the library the adapter needs
 
 
 def thread_env(threads: int | None) -> dict:

@@ -8,15 +8,8 @@ import numpy as np
 from . import Prepared, Unsupported
 
 NAME = "numba"
+REQUIRES = "numba"  # the library the adapter needs
 _kernels = None
-
-
-def available() -> bool:
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def setup(threads: int | None) -> None:

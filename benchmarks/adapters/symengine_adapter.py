@@ -6,14 +6,7 @@ from __future__ import annotations
 from . import Prepared, _symbolic
 
 NAME = "symengine"
-
-
-def available() -> bool:
-    try:
-        import symengine  # noqa: F401
-    except ImportError:
-        return False
-    return True
+REQUIRES = "symengine"  # the library the adapter needs
 
 
 def setup(threads: int | None) -> None:

@@ -17,14 +17,7 @@ import numpy as np
 from . import Prepared, Unsupported
 
 NAME = "symjac"
-
-
-def available() -> bool:
-    try:
-        import symjac  # noqa: F401
-    except ImportError:
-        return False
-    return True
+REQUIRES = "symjac"  # the library the adapter needs
 
 
 def setup(threads: int | None) -> None:

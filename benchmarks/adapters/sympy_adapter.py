@@ -8,14 +8,7 @@ import numpy as np
 from . import Prepared, _symbolic
 
 NAME = "sympy"
-
-
-def available() -> bool:
-    try:
-        import sympy  # noqa: F401
-    except ImportError:
-        return False
-    return True
+REQUIRES = "sympy"  # the library the adapter needs
 
 
 def setup(threads: int | None) -> None:

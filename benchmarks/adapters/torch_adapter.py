@@ -9,14 +9,7 @@ import numpy as np
 from . import Prepared, Unsupported
 
 NAME = "torch"
-
-
-def available() -> bool:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
+REQUIRES = "torch"  # the library the adapter needs
 
 
 def setup(threads: int | None) -> None:
