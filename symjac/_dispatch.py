@@ -186,7 +186,11 @@ def build(transform, args: Sequence, checkpoint=None) -> Built:
             result = transform.symbolic_apply(call_args, top=True)
         finally:
             _transforms.CHECKPOINT.reset(token)
-    return Built(result, _transforms.flatten_result(result), leaves, leaf_names, leaf_specs, symbols, dtype)
+    arrays = _transforms.flatten_result(result)
+    # compute as precisely as NumPy would: float32 code that meets a float64
+    # constant produces float64 results, and so must compute in float64
+    dtype = np.result_type(dtype, *(a.dtype for a in arrays if a.dtype.kind == "f"))
+    return Built(result, arrays, leaves, leaf_names, leaf_specs, symbols, dtype)
 
 
 def kernel_parts(transform, built: Built) -> tuple[_codegen.KernelSpec, _codegen.Program]:

@@ -23,7 +23,10 @@ def canonical(nodes: list) -> list:
         return memo.get(a, a)
 
     for node in g.topo_order(nodes):
-        if node.func is g.Piecewise:
+        if node.func is g.SafeMul:  # shown as what it computes
+            a, b = (get(x) for x in node.args)
+            memo[node] = sp.Piecewise((0, sp.Eq(a, 0)), (a * b, True))
+        elif node.func is g.Piecewise:
             pairs = [(get(p.args[0]), get(p.args[1])) for p in node.args]
             memo[node] = sp.Piecewise(*pairs)
         else:

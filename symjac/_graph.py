@@ -208,6 +208,32 @@ def mul(*factors: Basic) -> Basic:
     return _node(Mul, tuple(rest))
 
 
+class SafeMul(sp.Function):
+    """``a * b``, but exactly 0 whenever ``a`` is 0, even if ``b`` is inf or NaN.
+
+    Reverse mode multiplies adjoints that came out of a select (and so may be
+    exact zeros from the branch not taken) by partials that may blow up there
+    (``sqrt`` at 0); see ``_diff``.  A head of its own, not a Piecewise, so
+    that its derivative is ``SafeMul(da, b) + SafeMul(a, db)`` rather than the
+    derivative of a kink.
+    """
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        return None  # never simplified away by SymPy
+
+
+def safe_mul(a: Basic, b: Basic) -> Basic:
+    """``SafeMul(a, b)`` with the cases that need no guard folded."""
+    if a is ZERO:
+        return ZERO
+    if (b.is_Number and b.is_finite) or (a.is_Number and a.is_finite):
+        return mul(a, b)
+    return _node(SafeMul, (a, b))
+
+
 def neg(a: Basic) -> Basic:
     return mul(NEG_ONE, a)
 
@@ -330,6 +356,8 @@ def rebuild(node: Basic, args: Sequence[Basic]) -> Basic:
         return compare(head, *args)
     if isinstance(node, sp.logic.boolalg.BooleanFunction):
         return logical(head, *args)
+    if head is SafeMul:
+        return safe_mul(*args)
     if isinstance(node, sp.Function) or head in (sp.Max, sp.Min):
         return call(head, *args)
     return head(*args)

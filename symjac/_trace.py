@@ -16,7 +16,7 @@ import numpy as np
 import sympy as sp
 
 from . import _graph as g
-from ._errors import InputTypeError
+from ._errors import InputTypeError, TracerConversionError
 from ._symarray import SymArray, from_object_array, is_traced
 
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("symjac_trace_depth", default=0)
@@ -120,7 +120,15 @@ def call_traced(fn: Callable, args: Sequence) -> Traced:
     NumPy and SciPy read ``return [dx, dy]``).
     """
     with tracing():
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        except ValueError as exc:
+            # NumPy answers ``np.zeros(2)[0] = traced`` with "setting an array
+            # element with a sequence", raised from our explanation: give ours
+            reason = exc.__cause__ or exc.__context__
+            if isinstance(reason, TracerConversionError):
+                raise reason.with_traceback(exc.__traceback__) from None
+            raise
     if isinstance(result, tuple):
         return Traced(tuple(_as_output(r) for r in result), single=False)
     return Traced((_as_output(result),), single=True)
