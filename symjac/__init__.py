@@ -24,6 +24,7 @@ from ._config import compiling as compiling
 from ._config import set_compile_mode as set_compile_mode
 from ._dispatch import CacheInfo as CacheInfo
 from ._dispatch import KernelInfo as KernelInfo
+from ._display import show as show
 from ._errors import (
     ArgumentError as ArgumentError,
     ArityError as ArityError,
@@ -36,6 +37,7 @@ from ._errors import (
     TracerConversionError as TracerConversionError,
     UnsupportedOperationError as UnsupportedOperationError,
 )
+from ._explain import explain as explain
 from ._primitives import supported_operations as supported_operations
 from ._vmap import vmap as vmap
 

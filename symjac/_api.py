@@ -256,7 +256,12 @@ class Transform:
         """The Numba kernel generated for arguments shaped like ``args``, with its file path."""
         args = self.bind(args, kwargs)
         compiled = _dispatch.compiled_for(self, args)
-        return f"# {compiled.path}\n{compiled.source}"
+        return _display.Source(f"# {compiled.path}\n{compiled.source}")
+
+    def show(self, *args, limit: int | None = _display.DEFAULT_LIMIT, **kwargs) -> _display.Shown:
+        """The result for arguments shaped like ``args`` with shared subexpressions
+        named (``τ₁ = …``), readable at any size: ``sj.show(self, *args)``."""
+        return _display.show(self, *args, limit=limit, **kwargs)
 
     # ----- naming -------------------------------------------------------------------
 
