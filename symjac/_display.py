@@ -147,6 +147,7 @@ class Shown:
         self._uses = _use_counts(roots)
         self._memo: dict = {}
         self._defs: list[tuple[sp.Symbol, sp.Expr]] = []
+        self._introduced: dict[int, list] = {}  # entry number -> the definitions it needed first
         self._ops: dict = {}
         self.n_entries = sum(int(np.prod(shape)) for _, shape, _ in self.arrays)
         self.n_nonzero = len(roots)
@@ -171,15 +172,18 @@ class Shown:
         Only the entries shown (and the definitions they use) are rebuilt, so
         the first lines of a huge result cost little."""
         lines: list = []
-        shown_defs = 0
+        k = 0
         for label, _, cells in self.arrays:
             for index, node in cells:
                 if limit is not None and len(lines) >= limit:
                     break
-                _rebuild([node], self._memo, self._name)
-                lines += [("def", tau, expr) for tau, expr in self._defs[shown_defs:]]
-                shown_defs = len(self._defs)
+                if k not in self._introduced:  # entries are always visited in this order
+                    before = len(self._defs)
+                    _rebuild([node], self._memo, self._name)
+                    self._introduced[k] = self._defs[before:]
+                lines += [("def", tau, expr) for tau, expr in self._introduced[k]]
                 lines.append((label, index, self._memo.get(node, node)))
+                k += 1
         lines = lines if limit is None else lines[:limit]
         return lines, sum(1 for kind, _, _ in lines if kind != "def")
 
@@ -221,7 +225,8 @@ class Shown:
         if count < self.n_nonzero:
             body.append(
                 f"… stopped after {len(lines)} lines: {self.n_nonzero - count:,} of {self.n_nonzero:,} "
-                "entries (and the definitions they use) are not shown; .text(limit=None) prints all of it."
+                "entries (and the definitions they use) are not shown; limit=None (symjac show --limit 0) "
+                "prints all of it."
             )
         return sep.join(body)
 

@@ -139,3 +139,11 @@ def test_source_echoes_as_text():
     source = sj.grad(lambda x: np.sum(x ** 2)).source(np.zeros(2))
     assert isinstance(source, str)
     assert repr(source) == str(source) and repr(source).startswith("# ")
+
+
+def test_printing_again_with_another_limit_gives_the_same_lines():
+    shown = sj.show(sj.hessian(lambda q: np.sum((q[1:] - q[:-1]) ** 4)), np.zeros(3))
+    short = shown.text(limit=3)
+    full = shown.text(limit=None)
+    assert shown.text(limit=3) == short
+    assert full.splitlines()[:5] == short.splitlines()[:5]
