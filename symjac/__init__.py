@@ -24,6 +24,7 @@ from ._config import compiling as compiling
 from ._config import set_compile_mode as set_compile_mode
 from ._dispatch import CacheInfo as CacheInfo
 from ._dispatch import KernelInfo as KernelInfo
+from ._display import Shown as Shown
 from ._display import show as show
 from ._errors import (
     ArgumentError as ArgumentError,

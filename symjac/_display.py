@@ -204,7 +204,7 @@ class Shown:
 
     @property
     def expr(self):
-        """The plain SymPy result (every name substituted): what ``.symbolic()`` returns."""
+        """The plain SymPy result with every name substituted, as ``.symbolic()`` returns it."""
         return to_sympy(self._result)
 
     # -- printing ------------------------------------------------------------------------
