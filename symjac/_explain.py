@@ -312,8 +312,27 @@ class _Explainer:
         return "\n".join([head] + ["  " + line for line in body])
 
 
+def _batched(batched, args: tuple) -> str:
+    """A vmap: the inner transform explained for one sample, and how results stack."""
+    axes = list(batched.in_axes) if isinstance(batched.in_axes, (tuple, list)) else [batched.in_axes] * len(args)
+    sizes = {np.shape(a)[ax] for a, ax in zip(args, axes, strict=False) if ax is not None and np.ndim(a) > ax}
+    size = sizes.pop() if len(sizes) == 1 else "B"
+    sample = tuple(np.take(np.asarray(a), 0, axis=ax) if ax is not None else a
+                   for a, ax in zip(args, axes, strict=False))
+    inner = _Explainer(batched.inner, sample).text()
+    batched_args = ", ".join(f"argument {i} (axis {ax})" for i, ax in enumerate(axes) if ax is not None)
+    return "\n".join([
+        f"vmap over a batch of {size} samples: {batched_args}; the others are shared",
+        f"  each sample b gets the transform below, and the results are stacked along axis {batched.out_axes}:",
+        "  result[b] = (the per-sample result for sample b), one compiled loop over the batch",
+        "    (PyTorch: torch.func.vmap; JAX: jax.vmap)",
+    ] + ["  " + line for line in inner.splitlines()])
+
+
 def explanation(transform, *args) -> str:
     """The text :func:`explain` prints."""
+    if hasattr(transform, "inner") and hasattr(transform, "in_axes"):  # sj.vmap(...)
+        return _batched(transform, args)
     return _Explainer(transform, args).text()
 
 

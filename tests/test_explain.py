@@ -121,3 +121,9 @@ def test_explain_prints():
     out = io.StringIO()
     assert sj.explain(sj.jvp(outer), X, X, file=out) is None
     assert out.getvalue() == explanation(sj.jvp(outer), X, X) + "\n"
+
+
+def test_vmap_is_explained_per_sample():
+    text = explanation(sj.vmap(sj.jacobian(lambda x: np.tanh(x) * x[0])), np.zeros((3, 2)))
+    assert text.startswith("vmap over a batch of 3 samples: argument 0 (axis 0)")
+    assert "  jacobian of f at x" in text and "shape (2, 2)" in text
