@@ -135,6 +135,23 @@ class Shown:
     :attr:`reduced` are the same content as SymPy objects, like the
     ``(replacements, reduced_exprs)`` pair of ``sympy.cse``, and :attr:`expr`
     is the plain SymPy result that ``.symbolic()`` returns.
+
+    >>> import numpy as np, symjac as sj
+    >>> shown = sj.grad(lambda x: np.exp(np.sum(x ** 2))).show(np.zeros(2))
+    >>> print(shown.text())
+    grad of lambda with respect to x, for x (2,)
+      g (2,): 2 nonzero entries; 6 operations as a shared graph, 10 written out in full
+      τ₁ = exp(x_0**2 + x_1**2)
+      g[0] = 2*x_0*τ₁
+      g[1] = 2*x_1*τ₁
+    >>> print(shown.latex())
+    \\begin{aligned}
+    \\tau_{1} &= e^{x_{0}^{2} + x_{1}^{2}} \\\\
+    g[0] &= 2 x_{0} \\tau_{1} \\\\
+    g[1] &= 2 x_{1} \\tau_{1}
+    \\end{aligned}
+    >>> shown.definitions, shown.reduced
+    ([(τ₁, exp(x_0**2 + x_1**2))], [2*x_0*τ₁, 2*x_1*τ₁])
     """
 
     def __init__(self, result, title: str, transform=None, limit: int | None = DEFAULT_LIMIT):
@@ -298,7 +315,9 @@ def _restructure(result, values):
 
 
 def _shape_text(shape: tuple) -> str:
-    return "scalar" if shape == () else "×".join(str(n) for n in shape)
+    if len(shape) < 2:
+        return "scalar" if shape == () else f"({shape[0]},)"
+    return "×".join(str(n) for n in shape)
 
 
 def _lhs_text(kind: str, lhs) -> str:
