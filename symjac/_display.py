@@ -215,7 +215,7 @@ class Shown:
         """The result in terms of the ``τ`` symbols, shaped like :attr:`expr`."""
         self._lines(None)
         zero = g.ZERO
-        values = [[self._memo.get(n, n) if n is not zero else zero for n in _flat_nodes(a)]
+        values = [[self._memo.get(n, n) if n is not zero else zero for n in a.elems.reshape(-1)]
                   for a in flatten_result(self._result)]
         return _restructure(self._result, iter(values))
 
@@ -299,10 +299,6 @@ def _tree_size(roots: list) -> int:
     for node in g.topo_order(roots):
         size[node] = 1 + sum(size.get(a, 0) for a in g.operands(node))
     return sum(size.get(r, 0) for r in roots)
-
-
-def _flat_nodes(arr) -> list:
-    return list(arr.elems.reshape(-1))
 
 
 def _restructure(result, values):
