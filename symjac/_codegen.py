@@ -577,7 +577,7 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched
         zero_printer = _Printer(program, spec, roll, batched)
         zero_printer.flats, zero_printer.hoisted = printer.flats, printer.hoisted
         for out, shape in enumerate(spec.outputs):
-            missing = sorted(set(range(max(1, int(np.prod(shape))))) - written[out])
+            missing = sorted(set(range(int(np.prod(shape)))) - written[out])
             if missing:
                 zero_printer.constants(out, [(f, 0.0) for f in missing])
         zeroing = zero_printer.lines

@@ -47,3 +47,46 @@ def compiling(mode: str) -> Iterator[None]:
         yield
     finally:
         set_compile_mode(previous)
+
+
+# ----- resource limits ------------------------------------------------------------------
+
+
+class Limits:
+    """Bounds that turn runaway work into a clear error (or a warning) instead
+    of minutes of waiting or an out-of-memory kill.  See :func:`set_limits`."""
+
+    def __init__(self):
+        env = os.environ.get
+        self.max_nodes = int(env("SYMJAC_MAX_NODES", 20_000_000))
+        self.warn_nodes = int(env("SYMJAC_WARN_NODES", 2_000_000))
+        self.max_dense_entries = int(env("SYMJAC_MAX_DENSE_ENTRIES", 50_000_000))
+        self.max_kernels = int(env("SYMJAC_MAX_KERNELS", 1024))
+
+
+LIMITS = Limits()
+
+
+def set_limits(*, max_nodes: int | None = None, warn_nodes: int | None = None,
+               max_dense_entries: int | None = None, max_kernels: int | None = None) -> None:
+    """Change symjac's resource limits (each also has an environment variable).
+
+    Args:
+        max_nodes: expression-graph nodes one trace plus its derivatives may
+            create before symjac stops with ``ResourceLimitError``
+            (``SYMJAC_MAX_NODES``, default 20 million, roughly 10 GB).
+        warn_nodes: nodes after which a ``ResourceWarning`` says the trace is
+            getting large (``SYMJAC_WARN_NODES``, default 2 million).
+        max_dense_entries: entries of a dense Jacobian or Hessian block beyond
+            which symjac asks for ``sparse=True`` or a vector product instead
+            (``SYMJAC_MAX_DENSE_ENTRIES``, default 50 million).
+        max_kernels: compiled programs kept in memory; the least recently used
+            are dropped beyond it (``SYMJAC_MAX_KERNELS``, default 1024).  A
+            dropped program is rebuilt from the disk cache when needed again.
+    """
+    for name, value in (("max_nodes", max_nodes), ("warn_nodes", warn_nodes),
+                        ("max_dense_entries", max_dense_entries), ("max_kernels", max_kernels)):
+        if value is not None:
+            if value < 1:
+                raise ValueError(f"{name} must be a positive int; got {value!r}")
+            setattr(LIMITS, name, int(value))

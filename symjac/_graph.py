@@ -76,7 +76,31 @@ def _node(head: type, args: tuple) -> Basic:
     node = table.get(key)
     if node is None:
         node = table[key] = _raw(head, args)
+        if not len(table) & 0xFFFF:  # every 65,536 new nodes
+            _check_size(len(table))
     return node
+
+
+def _check_size(n: int) -> None:
+    from ._config import LIMITS
+    from ._errors import ResourceLimitError
+
+    if n >= LIMITS.max_nodes:
+        raise ResourceLimitError(
+            f"this trace and its derivatives have built {n:,} expression nodes, over the limit of "
+            f"{LIMITS.max_nodes:,} (sj.set_limits(max_nodes=...)). Usually a Python loop is unrolled "
+            "many times, or a dense Jacobian of a large function is being formed. Pass loop counts "
+            "through static_argnums with smaller values, use sj.jvp / sj.vjp instead of a full "
+            "Jacobian, or sparse=True."
+        )
+    if n >= LIMITS.warn_nodes and not getattr(_check_size, "warned", False):
+        import warnings
+
+        _check_size.warned = True
+        warnings.warn(
+            f"symjac: the expression graph has {n:,} nodes; tracing and differentiating this "
+            "function will take a while and a lot of memory.", ResourceWarning, stacklevel=4
+        )
 
 
 def _raw(head: type, args: tuple) -> Basic:

@@ -49,6 +49,11 @@ def spec_of(value, name: str) -> ArgSpec:
         arr = np.asarray(value)
     except Exception as exc:  # ragged lists and the like
         raise InputTypeError(f"argument {name!r} is not an array: {exc}") from None
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+        raise InputTypeError(
+            f"argument {name!r} is {arr.dtype}; symjac's kernels compute in float32 or float64 "
+            "(Numba has no extended precision). Convert it with x.astype(np.float64)."
+        )
     if arr.dtype.kind not in "biuf":
         raise InputTypeError(
             f"argument {name!r} should be a real number or array of real numbers, but "

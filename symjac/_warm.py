@@ -109,6 +109,8 @@ def _template_from_json(obj, arrays):
 def save(key: str, compiled) -> None:
     """Store ``compiled``'s program under ``key`` (atomically; failures are ignored:
     the cache is an optimisation)."""
+    if compiled.path is None:
+        return
     tape = compiled.tape
     arrays = {name: getattr(tape, name) for name in ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")}
     spec = compiled.spec
@@ -147,9 +149,7 @@ def load(key: str):
             return None
         with np.load(directory / f"{key}.npz", allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
-        path = _compile.cache_dir() / meta["kernel"]
-        if not path.is_file():
-            return None
+        path = _compile.cache_dir() / meta["kernel"]  # checked against its digest before use
         s = meta["spec"]
         spec = _codegen.KernelSpec(
             s["name"], [(n, tuple(shape)) for n, shape in s["inputs"]], [tuple(o) for o in s["outputs"]],
