@@ -33,6 +33,8 @@ from ._config import set_compile_mode as set_compile_mode
 from ._config import set_limits as set_limits
 from ._dispatch import CacheInfo as CacheInfo
 from ._dispatch import KernelInfo as KernelInfo
+from ._display import Shown as Shown
+from ._display import show as show
 from ._errors import (
     ArgumentError as ArgumentError,
     ArityError as ArityError,
@@ -46,6 +48,7 @@ from ._errors import (
     TracerConversionError as TracerConversionError,
     UnsupportedOperationError as UnsupportedOperationError,
 )
+from ._explain import explain as explain
 from ._primitives import supported_operations as supported_operations
 from ._vmap import vmap as vmap
 
