@@ -80,10 +80,17 @@ class _Signature:
                 f"({', '.join(p.name for p in self.params)}) but got {len(args)}."
             )
         bound = list(args)
-        for p in self.params[len(args) :]:
+        # Parameters left to their defaults stay defaults (constants of the
+        # trace, e.g. a ufunc's out=None); only values the caller passes are
+        # runtime inputs.  Keyword arguments are placed by position, with the
+        # defaults before them filled in.
+        last = max((i for i, p in enumerate(self.params) if p.name in kwargs), default=len(args) - 1)
+        for i, p in enumerate(self.params[len(args) :], start=len(args)):
             if p.name in kwargs:
                 bound.append(kwargs.pop(p.name))
             elif p.default is not p.empty:
+                if i > last:
+                    continue
                 bound.append(p.default)
             else:
                 raise ArityError(
