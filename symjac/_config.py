@@ -14,7 +14,12 @@ if _mode not in MODES:
 
 
 def compile_mode() -> str:
-    """How specialised kernels are compiled (see :func:`set_compile_mode`)."""
+    """How specialised kernels are compiled (see :func:`set_compile_mode`).
+
+    >>> import symjac as sj
+    >>> sj.compile_mode() in ("auto", "sync", "background", "never")
+    True
+    """
     return _mode
 
 
@@ -31,6 +36,13 @@ def set_compile_mode(mode: str) -> None:
 
     Both paths run the same program and return identical results.  The
     environment variable ``SYMJAC_COMPILE`` sets the initial mode.
+
+    >>> import symjac as sj
+    >>> before = sj.compile_mode()
+    >>> sj.set_compile_mode("never")
+    >>> sj.compile_mode()
+    'never'
+    >>> sj.set_compile_mode(before)
     """
     global _mode
     if mode not in MODES:
@@ -40,7 +52,13 @@ def set_compile_mode(mode: str) -> None:
 
 @contextlib.contextmanager
 def compiling(mode: str) -> Iterator[None]:
-    """``with sj.compiling("sync"): ...`` sets the compile mode for a block."""
+    """``with sj.compiling("sync"): ...`` sets the compile mode for a block.
+
+    >>> import numpy as np, symjac as sj
+    >>> with sj.compiling("never"):  # the tape interpreter only
+    ...     sj.grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
+    array([2., 4.])
+    """
     previous = _mode
     set_compile_mode(mode)
     try:
@@ -83,6 +101,14 @@ def set_limits(*, max_nodes: int | None = None, warn_nodes: int | None = None,
         max_kernels: compiled programs kept in memory; the least recently used
             are dropped beyond it (``SYMJAC_MAX_KERNELS``, default 1024).  A
             dropped program is rebuilt from the disk cache when needed again.
+
+    >>> import numpy as np, symjac as sj
+    >>> sj.set_limits(max_dense_entries=10)
+    >>> sj.jacobian(lambda x: x ** 2)(np.ones(5))  # 25 entries
+    Traceback (most recent call last):
+    ...
+    symjac._errors.ResourceLimitError: a dense Jacobian of shape (5, 5) has 25 entries, over the limit of 10 (sj.set_limits(max_dense_entries=...)). Use sparse=True (only the nonzeros are built), or sj.jvp / sj.vjp for products with vectors.
+    >>> sj.set_limits(max_dense_entries=50_000_000)
     """
     for name, value in (("max_nodes", max_nodes), ("warn_nodes", warn_nodes),
                         ("max_dense_entries", max_dense_entries), ("max_kernels", max_kernels)):
