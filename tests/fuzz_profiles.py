@@ -3,7 +3,8 @@
 * ``ci`` (the default): a fixed, bounded sample -- derandomized, so CI runs
   the same programs every time and a red run is reproducible; the whole fuzz
   module runs in well under a minute on 2 cores.
-* ``long``: random seeds and about thirty times as many programs
+* ``long``: random seeds and about twenty times as many programs (about
+  half an hour on 2 cores)
   (``HYPOTHESIS_PROFILE=long python -m pytest tests/test_fuzz.py``).
 
 Deadlines are off: the first call of a transform traces, differentiates and
@@ -32,7 +33,7 @@ if PROFILE not in ("ci", "long"):
 #: examples per property, by profile
 BUDGET = {
     "ci": {"first": 400, "second": 120, "float32": 150, "symbolic": 60, "kernel": 5},
-    "long": {"first": 3000, "second": 1000, "float32": 1200, "symbolic": 400, "kernel": 60},
+    "long": {"first": 8000, "second": 3000, "float32": 4000, "symbolic": 1500, "kernel": 120},
 }
 
 

@@ -13,7 +13,8 @@ arguments and random ``argnums``), called on random inputs.  The properties:
   contracted with ``v`` / ``u`` and satisfy ⟨u, J v⟩ = ⟨uᵀJ, v⟩; ``grad`` and
   ``divergence`` where they apply;
 * the Hessian equals autograd's and mixed finite differences; ``hvp``,
-  ``laplacian`` and ``jacobian(grad)`` agree with it;
+  ``laplacian``, ``jacobian(grad)`` and the Jacobians of a ``jvp``/``vjp``
+  called inside a traced function agree with it;
 * float32 programs keep NumPy's dtypes and agree with the float64 references
   to float32 accuracy;
 * the symbolic Jacobian, evaluated by SymPy, equals the compiled one;
@@ -291,6 +292,16 @@ def test_second_derivatives(case):
         got = np.concatenate([np.reshape(_contract_in(_contract_in(H[k, i, i], w, nd), v, nd), -1)
                               for k in range(case.n_out)])
         _close(got, fd, 1e-4, 1e-5, f"hessian[arg {i}] (v, w) vs finite differences")
+
+    if case.n_out == 1 and not isinstance(case.argnums, tuple):
+        # transforms called inside a traced function: d/dx (J(x) v) and d/dx (uᵀ J(x))
+        i, nd, nd_out = case.argnums, np.ndim(args[case.argnums]), np.ndim(want[0])
+        v, u = rng.standard_normal(np.shape(args[i])), rng.standard_normal(np.shape(want[0]))
+        jvp_f, vjp_f = sj.jvp(f, i), sj.vjp(f, i)
+        inner_jvp = sj.jacobian(lambda *a: jvp_f(*a, v) * 1.0, i)(*args)
+        _close(inner_jvp, _contract_in(H[0, i, i], v, nd), 1e-9, 1e-10, "jacobian of a traced jvp vs hessian · v")
+        inner_vjp = sj.jacobian(lambda *a: vjp_f(*a, u) * 1.0, i)(*args)
+        _close(inner_vjp, _contract_out(u, H[0, i, i], nd_out), 1e-9, 1e-10, "jacobian of a traced vjp vs uᵀ · hessian")
 
     if case.n_out == 1 and np.shape(want[0]) == ():
         v = {i: rng.standard_normal(np.shape(args[i])) for i in case.nums}
