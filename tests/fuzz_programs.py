@@ -434,10 +434,11 @@ def _dims_ok(shape) -> bool:
 class Builder:
     """Draws one program with Hypothesis' ``draw``."""
 
-    def __init__(self, draw, max_args: int = 3, max_size: int = 24):
+    def __init__(self, draw, max_args: int = 3, max_size: int = 24, const_dtype: str = ""):
         self.draw = draw
         self.max_args = max_args
         self.max_size = max_size
+        self.dtype_kw = f", dtype=np.{const_dtype}" if const_dtype else ""
         self.params: list[str] = []
         self.shapes: list[tuple] = []
         self.lines: list[str] = []
@@ -509,7 +510,7 @@ class Builder:
             return Val(f"({value!r})" if value < 0 else repr(value), (), value, value)
         n = int(np.prod(shape))
         values = [round(self.draw(st.floats(-2, 2)), 3) for _ in range(n)]
-        text = f"np.array({values}).reshape({shape})"
+        text = f"np.array({values}{self.dtype_kw}).reshape({shape})"
         return Val(text, shape, min(values), max(values))
 
     def adapt_arg(self, shape: tuple) -> Val:
@@ -521,7 +522,8 @@ class Builder:
             return self.emit(f"np.reshape({src}, {shape})", shape, -LEAF, LEAF, "np.reshape")
         total = self.emit(f"np.sum({src})", (), -LEAF * size, LEAF * size, "np.sum")
         return self.emit(f"np.broadcast_to({total.src}, {shape})" if self.coin(0.5)
-                         else f"{total.src} * np.ones({shape})", shape, total.lo, total.hi, "broadcast-arg")
+                         else f"{total.src} * np.ones({shape}{self.dtype_kw})", shape, total.lo, total.hi,
+                         "broadcast-arg")
 
     # -- values in a domain --
 
@@ -1078,9 +1080,9 @@ OPS = [op_unary, op_binary, op_unary, op_binary, op_reduce, op_where, op_contrac
 
 
 @st.composite
-def programs(draw, max_depth: int = 4, max_out_size: int = 12):
-    """A random :class:`Program`."""
-    b = Builder(draw)
+def programs(draw, max_depth: int = 4, max_out_size: int = 12, const_dtype: str = ""):
+    """A random :class:`Program` (constant arrays of ``const_dtype``, default float64)."""
+    b = Builder(draw, const_dtype=const_dtype)
     rank = draw(st.integers(0, 3))
     shape = tuple(draw(st.sampled_from([2, 3, 1])) for _ in range(rank))
     while int(np.prod(shape)) > max_out_size:

@@ -30,3 +30,22 @@ def test_0d_traced_value_can_be_indexed(index):
     np.testing.assert_allclose(got, want, rtol=1e-15)
     J = sj.jacobian(f)(x)
     np.testing.assert_allclose(J, np.reshape(2.0 * np.cos(0.5), np.shape(want)), rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [lambda x: x * np.array([0.1, 0.2, 0.3]), lambda x: np.exp(x + np.array([0.1, 0.2, 0.3]))],
+    ids=["product", "exp"],
+)
+def test_float64_constant_makes_float32_code_compute_in_float64(f):
+    # float32 argument, float64 constant array: NumPy computes in float64 and so
+    # does the result's dtype say, but symjac's kernel computes in float32 (its
+    # compute dtype comes from the arguments only, _dispatch._compute_dtype) and
+    # casts at the end: relative errors ~4e-8 instead of ~1e-16.
+    x = np.array([1.1, 2.3, -0.7], dtype=np.float32)
+    want = f(x)
+    got = sj.jit(f)(x)
+    assert got.dtype == want.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(np.diag(sj.jacobian(f)(x)), np.diag(sj.jacobian(f)(x64)), rtol=1e-14)
