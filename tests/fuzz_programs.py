@@ -185,6 +185,9 @@ def autograd_namespace():
     def outer(a, b):  # autograd's outer VJP assumes 1-d operands
         return anp.outer(anp.reshape(a, (-1,)), anp.reshape(b, (-1,)))
 
+    def repeat(x, repeats, axis=None):  # autograd's repeat VJP fails on a 0-d operand
+        return anp.repeat(anp.reshape(x, (1,)) if anp.ndim(x) == 0 else x, repeats, axis)
+
     def einsum(spec, *operands):
         if spec == "ii":  # autograd cannot differentiate a repeated index
             return anp.trace(operands[0])
@@ -203,6 +206,7 @@ def autograd_namespace():
         _base=_Namespace(_base=anp, s_=np.s_, inf=np.inf),
         put=put,
         einsum=einsum,
+        repeat=repeat,
         outer=outer,
         cross=cross,
         where=where,
