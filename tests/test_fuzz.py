@@ -77,10 +77,12 @@ class Case:
 
 @st.composite
 def cases(draw, dtype=np.float64, max_depth=4, max_out_size=12):
-    # Float32 programs get float32 constant arrays: a float64 constant makes NumPy
-    # compute in float64, which symjac does not (the compute dtype comes from the
-    # arguments only) -- test_fuzz_regressions.py::test_float64_constant_makes_float32_code_compute_in_float64.
-    # Float64 arguments mixed in (below) still exercise promotion.
+    # Float32 programs get float32 constant arrays, and NumPy functions of constants
+    # only on float32 scalars: a float64 constant (an array, or np.sin(0.5), a
+    # np.float64) makes NumPy compute in float64, which symjac does not (the compute
+    # dtype comes from the arguments only) -- test_fuzz_regressions.py::
+    # test_float64_constant_makes_float32_code_compute_in_float64.  Float64
+    # arguments mixed in (below) still exercise promotion.
     const_dtype = "float32" if dtype == np.float32 else ""
     program = draw(fp.programs(max_depth=max_depth, max_out_size=max_out_size, const_dtype=const_dtype))
     width = 32 if dtype == np.float32 else 64
@@ -335,17 +337,18 @@ def test_float32_programs(case):
     for k in range(case.n_out):
         assert np.asarray(got[k]).dtype == np.asarray(want32[k]).dtype, (
             f"value {k}: dtype {np.asarray(got[k]).dtype}, numpy {np.asarray(want32[k]).dtype}")
-        if np.asarray(want32[k]).dtype == np.float64:  # NumPy promoted: float64 accuracy is due
-            _close(got[k], want32[k], 1e-11, 1e-12, f"promoted value {k} vs NumPy")
-            continue
-        # as accurate as NumPy's own float32 evaluation, up to float32 rounding
+        # as accurate as NumPy's own evaluation (float32 intermediates included), up to rounding
         slack = 8 * float(np.max(np.abs(np.asarray(want32[k], np.float64) - want64[k]), initial=0.0))
-        _close(got[k], want64[k], 1e-4, 1e-5 + slack, f"float32 value {k} vs float64")
+        if np.asarray(want32[k]).dtype == np.float64:  # NumPy promoted: float64 accuracy is due
+            _close(got[k], want64[k], 1e-11, 1e-12 + slack, f"promoted value {k} vs float64")
+        else:
+            _close(got[k], want64[k], 1e-4, 1e-5 + slack, f"float32 value {k} vs float64")
     J = _blocks(sj.jacobian(f, case.argnums)(*args), case)
     J64 = _blocks(sj.jacobian(f, case.argnums)(*args64), case)
     for (k, i), block in J.items():
         ref = _ag(autograd.jacobian, _oracle(case, k), i, shape=block.shape)(*args64)
-        _close(J64[k, i], ref, 1e-9, 1e-10, f"jacobian[out {k}, arg {i}] at float32 points vs autograd")
+        # (float32 constants in the program: autograd evaluates e.g. log(np.float32(0.5)) in float32)
+        _close(J64[k, i], ref, 1e-6, 1e-7, f"jacobian[out {k}, arg {i}] at float32 points vs autograd")
         assert block.dtype == np.result_type(np.asarray(want32[k]).dtype, np.asarray(args[i]).dtype, np.float32)
         _close(block, ref, 2e-3, 2e-4, f"float32 jacobian[out {k}, arg {i}] vs autograd")
 

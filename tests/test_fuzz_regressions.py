@@ -34,8 +34,10 @@ def test_0d_traced_value_can_be_indexed(index):
 
 @pytest.mark.parametrize(
     "f",
-    [lambda x: x * np.array([0.1, 0.2, 0.3]), lambda x: np.exp(x + np.array([0.1, 0.2, 0.3]))],
-    ids=["product", "exp"],
+    [lambda x: x * np.array([0.1, 0.2, 0.3]), lambda x: np.exp(x + np.array([0.1, 0.2, 0.3])),
+     lambda x: x + np.sin(0.5),  # np.sin(0.5) is a np.float64: NumPy promotes to float64
+     lambda x: np.sin(np.float_power(x * x + 1.0, 0.5))],  # float_power always computes in float64
+    ids=["product", "exp", "numpy-float64-scalar", "float_power"],
 )
 def test_float64_constant_makes_float32_code_compute_in_float64(f):
     # float32 argument, float64 constant array: NumPy computes in float64 and so
