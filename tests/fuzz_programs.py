@@ -100,6 +100,8 @@ class _Namespace(types.SimpleNamespace):
 
 
 NUMPY = _Namespace(_base=np, put=_put_numpy)
+#: NumPy with the program's float32 constants read as float64: the exact reference
+NUMPY_AS_FLOAT64 = _Namespace(_base=np, put=_put_numpy, float32=np.float64)
 
 
 def autograd_namespace():
