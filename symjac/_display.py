@@ -62,8 +62,16 @@ def _evaluated(node, get):
         a, b = (get(x, x) for x in node.args)
         return sp.Piecewise((0, sp.Eq(a, 0)), (a * b, True))
     if node.func is g.Piecewise:
-        return sp.Piecewise(*[(get(p.args[0], p.args[0]), get(p.args[1], p.args[1])) for p in node.args])
-    return node.func(*(get(a, a) for a in node.args))
+        pairs = [(get(p.args[0], p.args[0]), get(p.args[1], p.args[1])) for p in node.args]
+        if any(c.has(sp.Piecewise) for _, c in pairs):
+            # SymPy folds a Piecewise nested in a condition by enumerating every
+            # combination of branches (2**n for n nested wheres): show as built
+            return Basic.__new__(sp.Piecewise, *(Basic.__new__(ExprCondPair, e, c) for e, c in pairs))
+        return sp.Piecewise(*pairs)
+    args = [get(a, a) for a in node.args]
+    if node.is_Relational and any(a.has(sp.Piecewise) for a in args):
+        return node.func(*args, evaluate=False)
+    return node.func(*args)
 
 
 def _unevaluated(node, get):

@@ -149,11 +149,13 @@ def test_printing_again_with_another_limit_gives_the_same_lines():
     assert full.splitlines()[:5] == short.splitlines()[:5]
 
 
-def test_symbolic_survives_sympy_recursing_too_deep():
-    """SymPy's evaluation of deeply nested Piecewise expressions can exceed the
-    recursion limit (seen by the fuzz suite); such nodes are shown unevaluated
-    rather than crashing .symbolic()."""
+def test_symbolic_of_deeply_nested_where_is_fast_and_does_not_crash():
+    """60 nested wheres (seen by the fuzz suite): SymPy folds a Piecewise nested
+    in a condition by enumerating branch combinations (2**n), and its
+    evaluation can recurse past the limit.  .symbolic() must stay linear in the
+    graph and never crash; such nodes are shown as built."""
     import sys
+    import time
 
     def nested(x):
         y = x
@@ -162,11 +164,11 @@ def test_symbolic_survives_sympy_recursing_too_deep():
         return y
 
     old = sys.getrecursionlimit()
-    sys.setrecursionlimit(120)
+    start = time.perf_counter()
+    sys.setrecursionlimit(200)
     try:
         expr = sj.jit(nested).symbolic(np.zeros(1))
     finally:
         sys.setrecursionlimit(old)
-    assert expr.has(sp.Piecewise)
-    x = sp.Symbol("x_0", real=True)
-    assert abs(float(expr[0].subs(x, 0.3)) - float(nested(np.array([0.3]))[0])) < 1e-12
+    assert time.perf_counter() - start < 10
+    assert expr[0].func is sp.Piecewise  # (printing it would expand 3**60 copies; sj.show names them)
