@@ -41,6 +41,16 @@ from ._vmap import vmap as vmap
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # symjac.scipy needs SciPy: import it only when it is asked for (sj.scipy.ode)
+    if name == "scipy":
+        import importlib
+
+        return importlib.import_module(".scipy", __name__)
+    raise AttributeError(f"module 'symjac' has no attribute {name!r}")
+
+
 from ._tape import start_preload as _start_preload
 
 _start_preload()
