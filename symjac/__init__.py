@@ -36,6 +36,7 @@ from ._errors import (
     TracerConversionError as TracerConversionError,
     UnsupportedOperationError as UnsupportedOperationError,
 )
+from ._from_sympy import from_sympy as from_sympy
 from ._primitives import supported_operations as supported_operations
 from ._vmap import vmap as vmap
 
