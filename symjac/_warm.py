@@ -106,9 +106,10 @@ def _template_from_json(obj, arrays):
     return tuple(_template_from_json(t, arrays) for t in obj)
 
 
-def save(key: str, compiled) -> None:
-    """Store ``compiled``'s program under ``key`` (atomically; failures are ignored:
-    the cache is an optimisation)."""
+def payload(compiled) -> tuple[dict, dict]:
+    """``compiled``'s program as plain data: JSON-able metadata and NumPy
+    arrays (what the disk cache stores, and what ships a program to Dask
+    workers)."""
     tape = compiled.tape
     arrays = {name: getattr(tape, name) for name in ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")}
     spec = compiled.spec
@@ -124,6 +125,13 @@ def save(key: str, compiled) -> None:
         "dtype": compiled.dtype.str,
         "template": _template_to_json(compiled.template, arrays),
     }
+    return meta, arrays
+
+
+def save(key: str, compiled) -> None:
+    """Store ``compiled``'s program under ``key`` (atomically; failures are ignored:
+    the cache is an optimisation)."""
+    meta, arrays = payload(compiled)
     try:
         directory = _directory()
         for suffix, write in ((".npz", lambda f: np.savez(f, **arrays)), (".json", lambda f: f.write(json.dumps(meta).encode()))):
@@ -135,11 +143,25 @@ def save(key: str, compiled) -> None:
         pass
 
 
+def from_payload(meta: dict, arrays: dict, path: Path):
+    """The Compiled that ``payload`` described, with its kernel source at ``path``."""
+    from ._dispatch import Compiled
+
+    s = meta["spec"]
+    spec = _codegen.KernelSpec(
+        s["name"], [(n, tuple(shape)) for n, shape in s["inputs"]], [tuple(o) for o in s["outputs"]],
+        np.dtype(s["dtype"]), s["title"],
+    )
+    tape = Tape(*(arrays[name] for name in ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")))
+    return Compiled(
+        spec, path, meta["leaves"], meta["leaf_shapes"], meta["out_shapes"], meta["out_dtypes"],
+        _template_from_json(meta["template"], arrays), tape, meta["dtype"],
+    )
+
+
 def load(key: str):
     """The Compiled stored under ``key``, or None (missing, unreadable, or its
     kernel file is gone)."""
-    from ._dispatch import Compiled
-
     directory = _compile.cache_dir().parent / "programs"
     try:
         meta = json.loads((directory / f"{key}.json").read_text())
@@ -150,15 +172,6 @@ def load(key: str):
         path = _compile.cache_dir() / meta["kernel"]
         if not path.is_file():
             return None
-        s = meta["spec"]
-        spec = _codegen.KernelSpec(
-            s["name"], [(n, tuple(shape)) for n, shape in s["inputs"]], [tuple(o) for o in s["outputs"]],
-            np.dtype(s["dtype"]), s["title"],
-        )
-        tape = Tape(*(arrays[name] for name in ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")))
-        return Compiled(
-            spec, path, meta["leaves"], meta["leaf_shapes"], meta["out_shapes"], meta["out_dtypes"],
-            _template_from_json(meta["template"], arrays), tape, meta["dtype"],
-        )
+        return from_payload(meta, arrays, path)
     except (OSError, ValueError, KeyError, TypeError):
         return None
