@@ -69,11 +69,12 @@ class ODE:
     """``fun``, ``jac`` and ``jac_sparsity`` of a right-hand side ``f(t, y, *params)``
     for :func:`scipy.integrate.solve_ivp` (see :func:`ode`)."""
 
-    def __init__(self, f: Callable, sparse: bool | None = None):
+    def __init__(self, f: Callable, sparse: bool | None = None, compile_fun: bool = True):
         self.f = f
         self.sparse = sparse
-        #: ``fun(t, y, *params)``: the right-hand side, compiled; shape ``(n,)``.
-        self.fun = jit(f)
+        #: ``fun(t, y, *params)``: the right-hand side, compiled (or ``f`` itself
+        #: with ``compile_fun=False``); shape ``(n,)``.
+        self.fun = jit(f) if compile_fun else f
         self._jacobian = jacobian(f, argnums=1, sparse=True, format="csc")
         self._dense: dict = {}  # argument shapes -> return the Jacobian dense
 
@@ -129,11 +130,11 @@ class ODE:
             raise _method_error("solve_ivp", method, _IVP_IMPLICIT | _IVP_EXPLICIT | {"LSODA"})
         y0 = np.asarray(y0, dtype=float)
         args = tuple(args)
-        out = self.fun(t0, y0, *args)
-        if np.shape(out) != y0.shape:
+        out = np.asarray(self.fun(t0, y0, *args))
+        if out.shape != y0.shape:
             raise ShapeError(
                 f"ode: f(t, y, *params) must return an array shaped like y {y0.shape}; "
-                f"got shape {np.shape(out)}. Return a flat vector (np.stack(...) or a list of entries)."
+                f"got shape {out.shape}. Return a flat vector (np.stack(...) or a list of entries)."
             )
         opts = {"fun": self.fun, "method": method, "args": args}
         if method in _IVP_EXPLICIT:
@@ -151,11 +152,13 @@ class ODE:
         return {**opts, "jac": lambda t, y, *params: self._jacobian(t, y, *params).toarray()}
 
 
-def ode(f: Callable, *, sparse: bool | None = None) -> ODE:
+def ode(f: Callable, *, sparse: bool | None = None, compile_fun: bool = True) -> ODE:
     """Adapt a right-hand side ``f(t, y, *params)`` to ``scipy.integrate.solve_ivp``.
 
     ``f`` is plain NumPy code returning ``dy/dt`` with ``y``'s shape ``(n,)``.
-    The result's ``fun(t, y, *params)`` is ``f`` compiled, ``jac(t, y, *params)``
+    The result's ``fun(t, y, *params)`` is ``f`` compiled (``compile_fun=False``:
+    ``f`` itself, for vectorised NumPy code that is already fast, which saves
+    building a second program), ``jac(t, y, *params)``
     its exact Jacobian ``∂f/∂y`` (``(n, n)``; a ``csc_matrix`` when at most
     10 % of it is structurally nonzero, else an ndarray; ``sparse=True`` /
     ``False`` forces one), and ``jac_sparsity(t, y, *params)`` its pattern.
@@ -173,7 +176,7 @@ def ode(f: Callable, *, sparse: bool | None = None) -> ODE:
     >>> round(float(sol.y[0, -1]), 3)  # exp(-0.5)
     0.607
     """
-    return ODE(f, sparse)
+    return ODE(f, sparse, compile_fun)
 
 
 def solve_ivp(f: Callable, t_span, y0, method: str = "BDF", args: Sequence = (),

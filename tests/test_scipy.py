@@ -65,6 +65,14 @@ def test_ode_jacobian_is_csc_where_the_pattern_is_sparse():
     assert isinstance(sjs.ode(robertson, sparse=True).jac(0.0, np.ones(3), *RATES), sps.csc_matrix)
 
 
+def test_compile_fun_false_hands_scipy_the_function_itself():
+    rhs = sjs.ode(heat, compile_fun=False)
+    assert rhs.fun is heat
+    y0 = np.linspace(0, 1, 50)
+    opts = rhs.options("BDF", y0, (4.0,))
+    assert opts["fun"] is heat and isinstance(opts["jac"](0.0, y0, 4.0), sps.csc_matrix)
+
+
 def test_jac_sparsity_and_bands():
     rhs = sjs.ode(heat)
     y = np.linspace(-1, 1, 12)
