@@ -6,7 +6,15 @@
 [x_1*cos(x_0), sin(x_0)]
 """
 
-from ._api import Transform as Transform
+import os as _os
+
+# Numba's OpenMP threads spin while waiting for work by default; on a busy
+# machine that made two-thread batch kernels ~25x slower than one thread.
+# Passive waiting costs little for symjac's one-region-per-batch kernels.
+# Set before OpenMP starts (it reads this once); an explicit setting wins.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from ._api import Transform as Transform  # noqa: E402
 from ._api import divergence as divergence
 from ._api import grad as grad
 from ._api import hessian as hessian
@@ -22,20 +30,25 @@ from ._caches import wait_for_kernels as wait_for_kernels
 from ._config import compile_mode as compile_mode
 from ._config import compiling as compiling
 from ._config import set_compile_mode as set_compile_mode
+from ._config import set_limits as set_limits
 from ._dispatch import CacheInfo as CacheInfo
 from ._dispatch import KernelInfo as KernelInfo
+from ._display import Shown as Shown
+from ._display import show as show
 from ._errors import (
     ArgumentError as ArgumentError,
     ArityError as ArityError,
     CompileError as CompileError,
     InputTypeError as InputTypeError,
     NonScalarOutputError as NonScalarOutputError,
+    ResourceLimitError as ResourceLimitError,
     ShapeError as ShapeError,
     SymjacError as SymjacError,
     TracerControlFlowError as TracerControlFlowError,
     TracerConversionError as TracerConversionError,
     UnsupportedOperationError as UnsupportedOperationError,
 )
+from ._explain import explain as explain
 from ._from_sympy import from_sympy as from_sympy
 from ._primitives import supported_operations as supported_operations
 from ._vmap import vmap as vmap

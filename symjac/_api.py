@@ -80,10 +80,17 @@ class _Signature:
                 f"({', '.join(p.name for p in self.params)}) but got {len(args)}."
             )
         bound = list(args)
-        for p in self.params[len(args) :]:
+        # Parameters left to their defaults stay defaults (constants of the
+        # trace, e.g. a ufunc's out=None); only values the caller passes are
+        # runtime inputs.  Keyword arguments are placed by position, with the
+        # defaults before them filled in.
+        last = max((i for i, p in enumerate(self.params) if p.name in kwargs), default=len(args) - 1)
+        for i, p in enumerate(self.params[len(args) :], start=len(args)):
             if p.name in kwargs:
                 bound.append(kwargs.pop(p.name))
             elif p.default is not p.empty:
+                if i > last:
+                    continue
                 bound.append(p.default)
             else:
                 raise ArityError(
@@ -213,6 +220,13 @@ class Transform:
         Symbols are named after the parameters (``x_0``, ``w_1_0``; a 0-d
         argument ``t`` is ``t``).  A 2-d result is a ``sympy.Matrix``, other
         shapes a ``sympy.Array``, a 0-d result a plain expression.
+        :meth:`show` prints large results readably.
+
+        >>> import numpy as np, symjac as sj
+        >>> sj.jacobian(lambda x, w: np.sin(x) * w).symbolic(np.zeros(2), 3.0)
+        Matrix([
+        [w*cos(x_0),          0],
+        [         0, w*cos(x_1)]])
         """
         args = self.bind(args, kwargs)
         built = _dispatch.build(self, args)
@@ -224,7 +238,13 @@ class Transform:
         evaluated): a boolean ``scipy.sparse`` matrix of the result flattened
         to 2-d, ``(prod(out_shape), prod(in_shape))`` (Hessians:
         ``(prod(out_shape) * prod(in_shape), prod(in_shape))``); tuples as the
-        transform returns them."""
+        transform returns them.
+
+        >>> import numpy as np, symjac as sj
+        >>> sj.jacobian(lambda x: x[1:] - x[:-1]).sparsity(np.zeros(3)).toarray()
+        array([[ True,  True, False],
+               [False,  True,  True]])
+        """
         if self.kind not in ("jacobian", "hessian"):
             raise ArgumentError(f"sparsity() applies to jacobian and hessian, not {self.kind}.")
         sparse = self if self.spec.sparse else Transform(
@@ -242,21 +262,56 @@ class Transform:
     def info(self, *args, **kwargs):
         """How calls with arguments shaped like ``args`` are served: a
         :class:`KernelInfo` with the tier (``"kernel"`` or ``"tape"``), the
-        compile state and seconds, and the kernel's file."""
+        compile state and seconds, and the kernel's file.
+
+        >>> import numpy as np, symjac as sj
+        >>> sj.grad(lambda x: np.sum(x ** 2)).info(np.zeros(3)).tier in ("kernel", "tape")
+        True
+        """
         return _dispatch.compiled_for(self, self.bind(args, kwargs)).info()
 
     def compile(self, *args, **kwargs):
         """Compile (or load from disk) the specialised kernel for these shapes
-        now, waiting for it; returns its :class:`KernelInfo`."""
+        now, waiting for it; returns its :class:`KernelInfo`.
+
+        >>> import numpy as np, symjac as sj
+        >>> sj.grad(lambda x: np.sum(x ** 2)).compile(np.zeros(3)).tier
+        'kernel'
+        """
         compiled = _dispatch.compiled_for(self, self.bind(args, kwargs))
         compiled.load_kernel()
         return compiled.info()
 
     def source(self, *args, **kwargs) -> str:
-        """The Numba kernel generated for arguments shaped like ``args``, with its file path."""
+        """The Numba kernel generated for arguments shaped like ``args``, with its file path.
+
+        A ``str`` that a REPL shows as text.
+
+        >>> import numpy as np, symjac as sj
+        >>> print(sj.grad(lambda x: np.sum(x ** 2)).source(np.zeros(2)))  # doctest: +ELLIPSIS
+        # .../grad_of_lambda_f64_....py
+        ...
+        def grad_of_lambda_f64(x, out0):
+            out0[0] = 2.0 * x[0]
+            out0[1] = 2.0 * x[1]
+        <BLANKLINE>
+        """
         args = self.bind(args, kwargs)
         compiled = _dispatch.compiled_for(self, args)
-        return f"# {compiled.path}\n{compiled.source}"
+        return _display.Source(f"# {compiled.path}\n{compiled.source}")
+
+    def show(self, *args, limit: int | None = _display.DEFAULT_LIMIT, **kwargs) -> _display.Shown:
+        """The result for arguments shaped like ``args`` with shared subexpressions
+        named (``τ₁ = …``), readable at any size: ``sj.show(self, *args)``.
+
+        >>> import numpy as np, symjac as sj
+        >>> print(sj.hessian(lambda x: np.sum(x ** 3)).show(np.zeros(2)))
+        hessian of lambda with respect to x, for x (2,)
+          H 2×2: 2 nonzero entries (the other 2 are 0); 2 operations
+          H[0, 0] = 6*x_0
+          H[1, 1] = 6*x_1
+        """
+        return _display.show(self, *args, limit=limit, **kwargs)
 
     # ----- naming -------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ def float_dtype(dtype) -> np.dtype:
 # ----- elementwise -------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=256)  # bounded: some builders pass a new closure per trace
 def _vectorized(fn: Callable, nin: int) -> np.ufunc:
     return np.frompyfunc(fn, nin, 1)
 

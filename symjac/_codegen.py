@@ -45,7 +45,7 @@ LOGIC = {sp.And: "and", sp.Or: "or", sp.Xor: "xor"}
 OPCODES = (
     "load", "const", "add", "sub", "mul", "div", "neg", "pow", "sqrt",
     *sorted(set(FUNCTIONS.values())), *COMPARISONS.values(), "and", "or", "xor", "not",
-    "select", "load_shared",
+    "select", "load_shared", "safemul",
 )
 
 
@@ -137,6 +137,8 @@ class _Lowering:
             return out
         if head is sp.Not:
             return self.emit("not", (v(node.args[0]),))
+        if head is g.SafeMul:
+            return self.emit("safemul", (v(node.args[0]), v(node.args[1])))
         if head in FUNCTIONS:
             return self.emit(FUNCTIONS[head], tuple(v(a) for a in node.args))
         raise NotImplementedError(f"no kernel code for {head.__name__}")
@@ -356,6 +358,8 @@ class _Printer:
             return f"{self.operand(args[0], p)} {op} {self.operand(args[1], p + 1)}", p
         if op == "xor":
             return f"{self.operand(args[0], 41)} != {self.operand(args[1], 41)}", 40
+        if op == "safemul":
+            return f"_safe_mul({self.operand(args[0], 0)}, {self.operand(args[1], 0)})", _ATOM
         if op == "select":
             # a call, not `a if c else b`: every branch costs Numba basic blocks
             # (compile time grows superlinearly in them); LLVM inlines the helper
@@ -551,11 +555,20 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched
         printer.constants(out, items)
     body, globals_ = printer.lines, printer.globals
     helpers = []
-    if any(op == "select" for op, _, _ in program.ops):
-        helpers = [
+    used = {op for op, _, _ in program.ops}
+    if "select" in used:
+        helpers += [
             "@njit(cache=True, inline=\"never\")",
             "def _select(c, a, b):",
             "    return a if c else b",
+            "",
+            "",
+        ]
+    if "safemul" in used:  # a * b, exactly 0 where a is 0 even if b is inf (see _graph.SafeMul)
+        helpers += [
+            "@njit(cache=True, inline=\"never\", error_model=\"numpy\")",
+            "def _safe_mul(a, b):",
+            "    return a - a if a == 0 else a * b",
             "",
             "",
         ]
@@ -577,7 +590,7 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched
         zero_printer = _Printer(program, spec, roll, batched)
         zero_printer.flats, zero_printer.hoisted = printer.flats, printer.hoisted
         for out, shape in enumerate(spec.outputs):
-            missing = sorted(set(range(max(1, int(np.prod(shape))))) - written[out])
+            missing = sorted(set(range(int(np.prod(shape)))) - written[out])
             if missing:
                 zero_printer.constants(out, [(f, 0.0) for f in missing])
         zeroing = zero_printer.lines

@@ -9,11 +9,13 @@ file is never rewritten (Numba keys its index on the file's timestamp).
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import pickle
 import queue
+import stat
 import subprocess
 import sys
+import types
 import tempfile
 import threading
 import time
@@ -22,17 +24,46 @@ from pathlib import Path
 
 import numpy as np
 
+from ._codegen import source_digest
 from ._errors import CompileError
 
 _lock = threading.Lock()
 _fallback_dir: Path | None = None
+_warned: set = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def _trusted(path: Path, directory: bool) -> bool:
+    """The cache only uses files and directories the user owns and nobody
+    else can write: kernel files are executed."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    kind_ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
+    return kind_ok and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _private_dir(path: Path) -> bool:
+    """Create ``path`` private to the user if missing; True if it is usable."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return False
+    return _trusted(path, directory=True) and os.access(path, os.W_OK | os.X_OK)
 
 
 def cache_dir() -> Path:
-    """Where kernel files live: ``$SYMJAC_CACHE_DIR`` or the user cache directory.
+    """Where kernel files live: ``$SYMJAC_CACHE_DIR/kernels`` or the user cache directory.
 
-    Falls back to a private temporary directory (with a warning) when the
-    location cannot be created or written.
+    The directory is created private to the user (mode 700).  If it cannot be
+    created or written, or is not owned by the user, or others can write to
+    it, symjac warns and uses a fresh private temporary directory instead.
     """
     global _fallback_dir
     env = os.environ.get("SYMJAC_CACHE_DIR")
@@ -43,54 +74,97 @@ def cache_dir() -> Path:
 
         base = Path(platformdirs.user_cache_dir("symjac"))
     path = base / "kernels"
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if os.access(path, os.W_OK):
-            return path
-    except OSError:
-        pass
-    if _fallback_dir is None:
+    if _private_dir(base) and _private_dir(path):
+        return path
+    if _fallback_dir is None or not _private_dir(_fallback_dir):
         _fallback_dir = Path(tempfile.mkdtemp(prefix="symjac-kernels-"))
-        warnings.warn(
-            f"symjac: cannot write the kernel cache at {path}; using {_fallback_dir} for this "
-            "process (kernels will be compiled again next time). Set SYMJAC_CACHE_DIR to a "
-            "writable directory to keep them.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    _warn_once(
+        f"dir:{path}",
+        f"symjac: the kernel cache {path} is not usable (it cannot be written, or it is not "
+        "private to you: the cache holds code that symjac executes); using "
+        f"{_fallback_dir} for this process, so kernels will be compiled again next time. "
+        "Point SYMJAC_CACHE_DIR at a directory only you can write.",
+    )
     return _fallback_dir
 
 
+class CacheWriteError(OSError):
+    """No kernel file could be written anywhere (read-only or full disks)."""
+
+
 def write_module(source: str, stem: str) -> Path:
-    """Write ``source`` to ``<cache>/<stem>.py`` atomically, unless it is there already."""
-    directory = cache_dir()
-    path = directory / f"{stem}.py"
-    try:
-        if path.read_text() == source:
+    """Write ``source`` to ``<cache>/<stem>.py`` atomically, unless it is there already.
+
+    Falls back to a private temporary directory if the cache cannot be
+    written (read-only, full); raises CacheWriteError if that fails too.
+    """
+    global _fallback_dir
+    last: OSError | None = None
+    for attempt in range(2):
+        try:
+            directory = cache_dir() if attempt == 0 else Path(tempfile.mkdtemp(prefix="symjac-kernels-"))
+            path = directory / f"{stem}.py"
+            if _read_verified(path) == source:
+                return path
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(source)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
             return path
-    except OSError:
-        pass
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+        except OSError as exc:
+            last = exc
+            if attempt == 0:
+                _fallback_dir = None
+                _warn_once("write", f"symjac: cannot write kernel files to the cache "
+                           f"({exc.strerror or exc}); trying a temporary directory.")
+    raise CacheWriteError(f"cannot write the kernel file {stem}.py anywhere: {last}")
+
+
+def _read_verified(path: Path) -> str | None:
+    """The file's text if it is trustworthy and its content matches the
+    digest in its name (``<name>_<digest>.py``); otherwise None."""
+    if not _trusted(path, directory=False):
+        return None
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    digest = path.stem.rsplit("_", 1)[-1]
+    return text if source_digest(text) == digest else None
 
 
-def import_function(path: Path, name: str):
-    """Import the kernel module at ``path`` and return its function ``name``."""
+def load_function(path: Path, name: str, regenerate):
+    """Import kernel ``name`` from the module at ``path``.
+
+    Only content that is the user's own and matches the digest in the file's
+    name is executed -- and it is executed from the bytes that were checked,
+    so the file cannot be swapped in between.  A missing, altered or
+    untrusted file is regenerated with ``regenerate()`` (which returns the
+    source) and written again.
+    """
     module_name = f"symjac_kernels.{path.stem}"
     with _lock:
         module = sys.modules.get(module_name)
         if module is None:
-            spec = importlib.util.spec_from_file_location(module_name, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            text = _read_verified(path)
+            if text is None:
+                text = regenerate()
+                if source_digest(text) != path.stem.rsplit("_", 1)[-1]:
+                    raise CompileError(f"regenerated source for {path.name} does not match its digest")
+                path = write_module(text, path.stem)
+            module = types.ModuleType(module_name)
+            module.__file__ = str(path)
+            code = compile(text, str(path), "exec")
             sys.modules[module_name] = module
+            try:
+                exec(code, module.__dict__)
+            except BaseException:
+                del sys.modules[module_name]
+                raise
     return getattr(module, name)
 
 
@@ -107,10 +181,18 @@ def signature(n_inputs_ndims: list[int], n_outputs_ndims: list[int], dtype: np.d
 
 
 def compile_kernel(dispatcher, sig) -> tuple[float, bool]:
-    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk)."""
+    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk).
+
+    Numba raises on a corrupted cache entry instead of recompiling; symjac
+    then empties that function's Numba cache and compiles again.
+    """
     start = time.perf_counter()
     try:
-        dispatcher.compile(sig.args)
+        try:
+            dispatcher.compile(sig.args)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
+            recover(dispatcher)
+            dispatcher.compile(sig.args)
     except Exception as exc:
         raise CompileError(
             f"Numba could not compile the generated kernel {dispatcher.__name__} "
@@ -120,6 +202,18 @@ def compile_kernel(dispatcher, sig) -> tuple[float, bool]:
     seconds = time.perf_counter() - start
     hits = sum(dispatcher.stats.cache_hits.values())
     return seconds, hits > 0
+
+
+def recover(dispatcher) -> None:
+    """Forget ``dispatcher``'s on-disk Numba cache (after it failed to load)."""
+    _warn_once(f"numba:{dispatcher.__name__}", f"symjac: Numba's cache for {dispatcher.__name__} "
+               "could not be read (corrupted or from another version); compiling it again.")
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is not None:
+        try:
+            cache.flush()
+        except OSError:
+            pass
 
 
 # ----- marker files: "this kernel has machine code in Numba's disk cache" -----------------
@@ -135,8 +229,10 @@ def marker_path(path: Path) -> Path:
     return path.with_suffix(".ok")
 
 
-def on_disk(path: Path) -> bool:
+def on_disk(path: Path | None) -> bool:
     """True if an earlier compile of the kernel at ``path`` left machine code on disk."""
+    if path is None:
+        return False
     try:
         return marker_path(path).read_text().split()[0] == _numba_version()
     except (OSError, IndexError):

@@ -12,7 +12,10 @@ def main(argv: list[str]) -> int:
     path, name, dtype, in_nd, out_nd = argv
     from symjac import _compile
 
-    dispatcher = _compile.import_function(Path(path), name)
+    def refuse():
+        raise _compile.CompileError(f"{path} is missing or does not match its digest")
+
+    dispatcher = _compile.load_function(Path(path), name, refuse)
     ndims = [[int(n) for n in s.split(",") if n] for s in (in_nd, out_nd)]
     seconds, _ = _compile.compile_kernel(dispatcher, _compile.signature(*ndims, dtype))
     _compile.mark_compiled(Path(path), seconds)

@@ -14,7 +14,12 @@ if _mode not in MODES:
 
 
 def compile_mode() -> str:
-    """How specialised kernels are compiled (see :func:`set_compile_mode`)."""
+    """How specialised kernels are compiled (see :func:`set_compile_mode`).
+
+    >>> import symjac as sj
+    >>> sj.compile_mode() in ("auto", "sync", "background", "never")
+    True
+    """
     return _mode
 
 
@@ -31,6 +36,13 @@ def set_compile_mode(mode: str) -> None:
 
     Both paths run the same program and return identical results.  The
     environment variable ``SYMJAC_COMPILE`` sets the initial mode.
+
+    >>> import symjac as sj
+    >>> before = sj.compile_mode()
+    >>> sj.set_compile_mode("never")
+    >>> sj.compile_mode()
+    'never'
+    >>> sj.set_compile_mode(before)
     """
     global _mode
     if mode not in MODES:
@@ -40,10 +52,67 @@ def set_compile_mode(mode: str) -> None:
 
 @contextlib.contextmanager
 def compiling(mode: str) -> Iterator[None]:
-    """``with sj.compiling("sync"): ...`` sets the compile mode for a block."""
+    """``with sj.compiling("sync"): ...`` sets the compile mode for a block.
+
+    >>> import numpy as np, symjac as sj
+    >>> with sj.compiling("never"):  # the tape interpreter only
+    ...     sj.grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
+    array([2., 4.])
+    """
     previous = _mode
     set_compile_mode(mode)
     try:
         yield
     finally:
         set_compile_mode(previous)
+
+
+# ----- resource limits ------------------------------------------------------------------
+
+
+class Limits:
+    """Bounds that turn runaway work into a clear error (or a warning) instead
+    of minutes of waiting or an out-of-memory kill.  See :func:`set_limits`."""
+
+    def __init__(self):
+        env = os.environ.get
+        self.max_nodes = int(env("SYMJAC_MAX_NODES", 20_000_000))
+        self.warn_nodes = int(env("SYMJAC_WARN_NODES", 2_000_000))
+        self.max_dense_entries = int(env("SYMJAC_MAX_DENSE_ENTRIES", 50_000_000))
+        self.max_kernels = int(env("SYMJAC_MAX_KERNELS", 1024))
+
+
+LIMITS = Limits()
+
+
+def set_limits(*, max_nodes: int | None = None, warn_nodes: int | None = None,
+               max_dense_entries: int | None = None, max_kernels: int | None = None) -> None:
+    """Change symjac's resource limits (each also has an environment variable).
+
+    Args:
+        max_nodes: expression-graph nodes one trace plus its derivatives may
+            create before symjac stops with ``ResourceLimitError``
+            (``SYMJAC_MAX_NODES``, default 20 million, roughly 10 GB).
+        warn_nodes: nodes after which a ``ResourceWarning`` says the trace is
+            getting large (``SYMJAC_WARN_NODES``, default 2 million).
+        max_dense_entries: entries of a dense Jacobian or Hessian block beyond
+            which symjac asks for ``sparse=True`` or a vector product instead
+            (``SYMJAC_MAX_DENSE_ENTRIES``, default 50 million).
+        max_kernels: compiled programs kept in memory; the least recently used
+            are dropped beyond it (``SYMJAC_MAX_KERNELS``, default 1024).  A
+            dropped program is rebuilt from the disk cache when needed again.
+
+    >>> import numpy as np, symjac as sj
+    >>> sj.set_limits(max_dense_entries=10)
+    >>> sj.jacobian(lambda x: x ** 2)(np.ones(5))  # 25 entries
+    Traceback (most recent call last):
+    ...
+    symjac._errors.ResourceLimitError: a dense Jacobian of shape (5, 5) has 25 entries, over the limit of 10 (sj.set_limits(max_dense_entries=...)). Use sparse=True (only the nonzeros are built), or sj.jvp / sj.vjp for products with vectors.
+    >>> sj.set_limits(max_dense_entries=50_000_000)
+    """
+    for name, value in (("max_nodes", max_nodes), ("warn_nodes", warn_nodes),
+                        ("max_dense_entries", max_dense_entries), ("max_kernels", max_kernels)):
+        if value is not None:
+            if value < 1:
+                raise ValueError(f"{name} must be a positive int; got {value!r}")
+            setattr(LIMITS, name, int(value))

@@ -2,12 +2,12 @@
 
 The client traces and differentiates once, for one sample.  What reaches the
 workers is that program as plain data (the warm cache's payload: the tape's
-arrays, the output layout and the kernel source), one graph key fetched once
-per worker; the user's function is never pickled or traced again.  A worker
-writes the kernel source into its own cache directory, loads the machine code
-from Numba's disk cache or compiles it (answering chunks with the tape
-interpreter meanwhile, as in-process calls do), and keeps it for every later
-chunk.  Dask parallelises over chunks, so each chunk runs single-threaded.
+arrays and the output layout), one graph key fetched once per worker; the
+user's function is never pickled or traced again.  A worker generates the
+batch kernel's source from the program into its own cache directory, loads
+the machine code from Numba's disk cache or compiles it (answering chunks
+with the tape interpreter meanwhile, as in-process calls do), and keeps it
+for every later chunk.  Dask parallelises over chunks, so each chunk runs single-threaded.
 
 Dask is imported only when a dask array is met (it is an optional extra).
 """
@@ -15,12 +15,12 @@ Dask is imported only when a dask array is met (it is an optional extra).
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
-from pathlib import Path
 
 import numpy as np
 
-from . import _compile, _dispatch, _warm
+from . import _dispatch, _warm
 from ._errors import ArgumentError, ArityError, ShapeError
 from ._vmap import _BatchProgram
 
@@ -48,12 +48,10 @@ class ChunkProgram:
 
     def __init__(self, compiled: _dispatch.Compiled, batched: list[bool], chunk_size: int | None):
         self.meta, self.arrays = _warm.payload(compiled)
-        self.source = compiled.source
         self.batched = list(batched)
         self.chunk_size = chunk_size
         h = hashlib.blake2b(digest_size=16)
-        h.update(self.source.encode())
-        h.update(repr((self.meta, self.batched)).encode())
+        h.update(json.dumps([self.meta, self.batched]).encode())
         for name in sorted(self.arrays):
             h.update(np.ascontiguousarray(self.arrays[name]).tobytes())
         self.key = h.hexdigest()
@@ -69,8 +67,11 @@ class ChunkProgram:
         with _PROGRAMS_LOCK:
             program = _PROGRAMS.get(self.key)
             if program is None:
-                path = _compile.write_module(self.source, Path(self.meta["kernel"]).stem)
-                compiled = _warm.from_payload(self.meta, self.arrays, path)
+                # the batch kernel's source is generated here from the program (the
+                # same text, so the same file name, as on any other machine: a shared
+                # cache directory gives Numba's machine code too); the per-sample
+                # kernel is never needed here, hence no file for it
+                compiled = _warm.from_payload(self.meta, self.arrays, None)
                 program = _SerialBatchProgram(compiled, self.batched)
                 program.start()
                 _PROGRAMS[self.key] = program
@@ -79,7 +80,7 @@ class ChunkProgram:
     def __call__(self, *blocks) -> np.ndarray:
         if len(blocks) != len(self.batched):
             raise ArityError(
-                f"this chunk program takes {len(self.batched)} inputs (the runtime arguments of "
+                f"this chunk program takes {len(self.batched)} input(s) (the runtime arguments of "
                 f"one sample, batched ones with the batch axis first); got {len(blocks)}."
             )
         program = self.program()

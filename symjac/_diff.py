@@ -51,6 +51,8 @@ def local_rule(node: Basic):
     head = node.func
     if head in PARTIAL_OVERRIDES:
         return "smooth", PARTIAL_OVERRIDES[head](node)
+    if head is g.SafeMul:
+        return "safe", node.args
     rule = HEAD_RULES.get(head)
     if rule == NO_DERIVATIVE:
         return "zero", None
@@ -169,6 +171,13 @@ def forward(roots: Sequence[Basic], seeds: dict, order: list | None = None) -> d
                 for key, d in tangents.get(child, {}).items():
                     acc[key].append(g.mul(partial, d))
             result = _sum_entries(acc)
+        elif kind == "safe":  # d SafeMul(a, b) = SafeMul(da, b) + SafeMul(a, db)
+            a, b = data
+            for key, d in tangents.get(a, {}).items():
+                acc[key].append(g.safe_mul(d, b))
+            for key, d in tangents.get(b, {}).items():
+                acc[key].append(g.safe_mul(a, d))
+            result = _sum_entries(acc)
         else:
             result = _select_tangent(data, tangents)
         if result:
@@ -220,12 +229,10 @@ def _may_blow_up(node: Basic) -> bool:
 
 def _guarded_mul(adjoint: Basic, partial: Basic) -> Basic:
     """``adjoint * partial`` that is exactly 0 when the adjoint is (see module doc)."""
-    if partial.is_Number or adjoint.is_Number:
-        return g.mul(partial, adjoint)
     if adjoint.func is g.Piecewise:
         # multiply inside the branches: a zero branch stays an exact zero
         return g.select([(_guarded_mul(v, partial), c) for v, c in (p.args for p in adjoint.args)])
-    return g.select([(g.ZERO, g.compare(sp.Eq, adjoint, g.ZERO)), (g.mul(partial, adjoint), g.TRUE)])
+    return g.safe_mul(adjoint, partial)
 
 
 def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic], order: list | None = None) -> dict:
@@ -251,6 +258,14 @@ def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic], order: li
             continue
         kind, data = local_rule(node)
         if kind == "zero":
+            continue
+        if kind == "safe":  # partials b and a, each product kept safe: w * b is 0 where w is
+            a, b = data
+            for child, other in ((a, b), (b, a)):
+                if child in depends:
+                    for key, w in adjoint.items():
+                        pending[child][key].append(g.safe_mul(w, other))
+                    guarded.add(child)
             continue
         if kind == "smooth":
             is_guarded = node in guarded

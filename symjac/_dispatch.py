@@ -13,7 +13,9 @@ differentiating and compiling from scratch.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+import sys
 import threading
 import time
 import weakref
@@ -39,6 +41,7 @@ class CacheInfo:
     tape_calls: int = 0  #: calls answered by the tape interpreter
     disk_loads: int = 0  #: kernels whose machine code came from the disk cache
     warm_starts: int = 0  #: programs read from the disk cache instead of differentiated again
+    evictions: int = 0  #: programs dropped from memory by the max_kernels limit
     build_seconds: float = 0.0  #: tracing, differentiation and code generation
     compile_seconds: float = 0.0  #: Numba compilation or disk-cache loading (kernels only)
     entries: int = 0  #: kernels currently held in memory
@@ -46,6 +49,8 @@ class CacheInfo:
 
 STATS = CacheInfo()
 _STORE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LIVE: dict = {}  # id(compiled) -> (store, key): every program held in memory
+_clock = itertools.count()
 _STRONG_STORE: dict = {}  # for callables that cannot be weakly referenced
 _build_lock = threading.RLock()
 
@@ -62,6 +67,9 @@ def store_for(root, chain: tuple) -> dict:
 def clear() -> None:
     _STORE.clear()
     _STRONG_STORE.clear()
+    _LIVE.clear()
+    for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
+        del sys.modules[name]
     for f in dataclasses.fields(STATS):
         setattr(STATS, f.name, f.default)
 
@@ -78,9 +86,13 @@ def _leaf_key(value):
         return ((), "?")
     if isinstance(value, int):
         return ((), "l")
-    return (np.shape(value), np.asarray(value).dtype.char) if not isinstance(value, tuple) else tuple(
-        _leaf_key(v) for v in value
-    )
+    if isinstance(value, tuple):
+        return tuple(_leaf_key(v) for v in value)
+    try:
+        arr = np.asarray(value)
+    except Exception:  # ragged lists and the like: spec_of explains while building
+        return ("unkeyable", id(value))
+    return (arr.shape, arr.dtype.char)
 
 
 def static_key(value, position: int):
@@ -123,7 +135,8 @@ class Built:
 
 
 def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
-    floats = [s.dtype for s in specs if s.dtype.kind == "f"]
+    """float32 when every float input is float32 or narrower, else float64."""
+    floats = [np.result_type(s.dtype, np.float32) for s in specs if s.dtype.kind == "f"]
     return np.result_type(*floats) if floats else np.dtype(np.float64)
 
 
@@ -173,7 +186,11 @@ def build(transform, args: Sequence, checkpoint=None) -> Built:
             result = transform.symbolic_apply(call_args, top=True)
         finally:
             _transforms.CHECKPOINT.reset(token)
-    return Built(result, _transforms.flatten_result(result), leaves, leaf_names, leaf_specs, symbols, dtype)
+    arrays = _transforms.flatten_result(result)
+    # compute as precisely as NumPy would: float32 code that meets a float64
+    # constant produces float64 results, and so must compute in float64
+    dtype = np.result_type(dtype, *(a.dtype for a in arrays if a.dtype.kind == "f"))
+    return Built(result, arrays, leaves, leaf_names, leaf_specs, symbols, dtype)
 
 
 def kernel_parts(transform, built: Built) -> tuple[_codegen.KernelSpec, _codegen.Program]:
@@ -221,7 +238,7 @@ class Compiled:
         self.in_shapes = [s or (1,) for s in self.spec_shapes]
         self.out_shapes = [tuple(s) for s in out_shapes]
         self.out_dtypes = [np.dtype(d) for d in out_dtypes]
-        sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
+        sizes = [int(np.prod(s)) if s else 1 for s in self.out_shapes]
         self.out_bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         self.template = template
         self.tape = tape
@@ -235,6 +252,7 @@ class Compiled:
         self._arg_index = [(i, bool(s)) for (i, _), s in zip(self.leaves, self.spec_shapes)]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         self.kernel = None
+        self.last_used = 0
         self.state = "tape-only"
         self.compile_seconds: float | None = None
         self.error: str | None = None
@@ -242,7 +260,7 @@ class Compiled:
 
     @classmethod
     def from_built(cls, built: Built, spec: _codegen.KernelSpec, program, source: str, path) -> "Compiled":
-        sizes = [max(1, int(np.prod(a.shape))) for a in built.arrays]
+        sizes = [int(np.prod(a.shape)) if a.shape else 1 for a in built.arrays]
         tape = _tape.encode(program, [int(np.prod(s.shape or (1,))) for s in built.leaf_specs], sizes, built.dtype)
         return cls(spec, path, built.leaves, [s.shape for s in built.leaf_specs], [a.shape for a in built.arrays],
                    [a.dtype for a in built.arrays], _template(built.result), tape, built.dtype, source)
@@ -251,13 +269,13 @@ class Compiled:
     def program(self) -> _codegen.Program:
         """The SSA program (decoded from the tape, which holds all of it)."""
         in_sizes = [int(np.prod(s)) for s in self.in_shapes]
-        out_sizes = [max(1, int(np.prod(s))) for s in self.out_shapes]
+        out_sizes = [int(np.prod(s)) if s else 1 for s in self.out_shapes]
         return self.tape.to_program(in_sizes, out_sizes)
 
     @property
     def source(self) -> str:
         if self._source is None:
-            self._source = self.path.read_text()
+            self._source = _codegen.kernel_source(self.program, self.spec)
         return self._source
 
     # -- the specialised kernel --
@@ -269,11 +287,15 @@ class Compiled:
                 return
             spec = self.spec
             in_nd, out_nd = [len(s) for _, s in spec.inputs], [len(s) for s in spec.outputs]
+            if self.path is None:
+                return  # no kernel file could be written: the tape serves every call
             try:
                 if self.tape.n_ops > _compile.SUBPROCESS_OPS and not _compile.on_disk(self.path):
                     if threading.current_thread() is not threading.main_thread():
                         _compile.compile_in_subprocess(self.path, spec.name, in_nd, out_nd, spec.dtype)
-                dispatcher = _compile.import_function(self.path, spec.name)
+                dispatcher = _compile.load_function(
+                    self.path, spec.name, lambda: _codegen.kernel_source(self.program, spec)
+                )
                 seconds, from_disk = _compile.compile_kernel(
                     dispatcher, _compile.signature(in_nd, out_nd, spec.dtype)
                 )
@@ -301,7 +323,7 @@ class Compiled:
             n_ops=self.tape.n_ops,
             n_lines=self.source.count("\n"),
             compile_seconds=self.compile_seconds,
-            path=str(self.path),
+            path=str(self.path) if self.path is not None else "",
             error=self.error,
         )
 
@@ -388,8 +410,13 @@ def make_compiled(transform, built: Built) -> Compiled:
     spec, program = kernel_parts(transform, built)
     source = _codegen.kernel_source(program, spec)
     stem = f"{spec.name}_{_codegen.source_digest(source)}"
-    path = _compile.write_module(source, stem)
+    try:
+        path = _compile.write_module(source, stem)
+    except _compile.CacheWriteError as exc:
+        path, error = None, str(exc)
     compiled = Compiled.from_built(built, spec, program, source, path)
+    if path is None:
+        compiled.error = f"{error}; calls are served by the tape interpreter"
     if os.environ.get("SYMJAC_DEBUG"):
         print(f"# symjac kernel {path}\n{source}")
     return compiled
@@ -399,6 +426,8 @@ def start_kernel(compiled: Compiled) -> None:
     """Load, compile or schedule the specialised kernel as the compile mode says."""
     path = compiled.path
     mode = _config.compile_mode()
+    if path is None:
+        return
     if mode == "sync" or (mode == "auto" and _compile.on_disk(path)):
         compiled.load_kernel()
     elif mode in ("auto", "background"):
@@ -413,11 +442,13 @@ def compiled_for(transform, args: Sequence) -> Compiled:
     compiled = store.get(key)
     if compiled is not None:
         STATS.hits += 1
+        compiled.last_used = next(_clock)
         return compiled
     with _build_lock:
         compiled = store.get(key)
         if compiled is not None:
             STATS.hits += 1
+            compiled.last_used = next(_clock)
             return compiled
         STATS.misses += 1
         start = time.perf_counter()
@@ -433,9 +464,27 @@ def compiled_for(transform, args: Sequence) -> Compiled:
                 _warm.save(warm_key[0], compiled)
         STATS.build_seconds += time.perf_counter() - start
         start_kernel(compiled)
+        compiled.last_used = next(_clock)
         store[key] = compiled
+        _LIVE[id(compiled)] = (store, key, compiled)
         STATS.entries += 1
+        _evict()
         return compiled
+
+
+def _evict() -> None:
+    """Keep at most LIMITS.max_kernels programs in memory, dropping the least
+    recently used (they come back from the disk cache when needed again)."""
+    excess = len(_LIVE) - _config.LIMITS.max_kernels
+    if excess <= 0:
+        return
+    oldest = sorted(_LIVE.values(), key=lambda entry: entry[2].last_used)[:excess]
+    for store, key, compiled in oldest:
+        if store.get(key) is compiled:
+            del store[key]
+        del _LIVE[id(compiled)]
+        STATS.entries -= 1
+        STATS.evictions += 1
 
 
 def call(transform, args: Sequence):

@@ -1,34 +1,61 @@
-"""Showing results: symjac's DAG nodes as ordinary, simplified SymPy objects.
+"""Showing results: symjac's DAG nodes as ordinary, readable SymPy.
 
 The DAG is built without SymPy's automatic evaluation (for speed and to keep
 sharing); for display each node is rebuilt once with evaluation on, which
 gives SymPy's canonical, readable form (``2*x`` rather than ``x + x``).
+
+:func:`to_sympy` gives plain SymPy objects (what ``.symbolic()`` returns).
+:func:`show` gives a :class:`Shown`: the same result with every shared
+subexpression named once (``τ₁ = tanh(w_0_0*x_0 + w_1_0*x_1)``) and the
+entries written in terms of those names, as text, unicode or LaTeX, with a
+size guard in front of anything that would print pages.  The names come from
+the DAG itself, so they are exactly the temporaries the kernel computes once.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+
 import numpy as np
 import sympy as sp
 
+from . import _dispatch
 from . import _graph as g
 from ._symarray import SymArray
-from ._transforms import SymSparse
+from ._transforms import SymSparse, flatten_result
+
+#: printed lines (definitions + entries) above which ``str()`` stops and says how large the rest is
+DEFAULT_LIMIT = 40
+
+#: the letter each transform's result is called by
+LABELS = {"jit": "y", "jacobian": "J", "jvp": "Jv", "vjp": "uJ", "grad": "g", "hessian": "H",
+          "hvp": "Hv", "divergence": "div", "laplacian": "lap"}
+
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
 
 def canonical(nodes: list) -> list:
     """SymPy's evaluated form of each node, rebuilt bottom-up once per shared node."""
     memo: dict = {}
+    _rebuild(nodes, memo, lambda node, expr: expr)
+    return [memo.get(n, n) for n in nodes]
 
-    def get(a):
-        return memo.get(a, a)
 
-    for node in g.topo_order(nodes):
-        if node.func is g.Piecewise:
-            pairs = [(get(p.args[0]), get(p.args[1])) for p in node.args]
-            memo[node] = sp.Piecewise(*pairs)
+def _rebuild(roots: list, memo: dict, name: Callable) -> None:
+    """Fill ``memo[node]`` for every node under ``roots`` not already there;
+    ``name(node, expr)`` may return a Symbol standing for ``expr``."""
+    for node in g.topo_order(roots, done=memo):
+        get = memo.get
+        if node.func is g.SafeMul:  # shown as what it computes
+            a, b = (get(x, x) for x in node.args)
+            expr = sp.Piecewise((0, sp.Eq(a, 0)), (a * b, True))
+        elif node.func is g.Piecewise:
+            pairs = [(get(p.args[0], p.args[0]), get(p.args[1], p.args[1])) for p in node.args]
+            expr = sp.Piecewise(*pairs)
         else:
-            memo[node] = node.func(*(get(a) for a in node.args))
-    return [get(n) for n in nodes]
+            expr = node.func(*(get(a, a) for a in node.args))
+        memo[node] = name(node, expr)
 
 
 def to_sympy(result):
@@ -36,12 +63,351 @@ def to_sympy(result):
     a plain expression for 0-d, SparseMatrix for sparse results; tuples stay tuples."""
     if isinstance(result, SymSparse):
         values = canonical(list(result.elems))
-        return sp.SparseMatrix(*result.shape2d, {(int(i), int(j)): v for i, j, v in zip(result.rows, result.cols, values)})
+        return sp.SparseMatrix(*result.shape2d, {(int(i), int(j)): v for i, j, v in zip(result.rows, result.cols, values, strict=True)})
     if not isinstance(result, SymArray):
         return tuple(to_sympy(r) for r in result)
     flat = canonical(list(result.elems.reshape(-1)))
-    if result.ndim == 0:
+    return _shaped(flat, result.shape)
+
+
+def _shaped(flat: list, shape: tuple):
+    if len(shape) == 0:
         return flat[0]
-    if result.ndim == 2:
-        return sp.Matrix(result.shape[0], result.shape[1], flat)
-    return sp.Array(np.array(flat, dtype=object).reshape(result.shape).tolist() if flat else [], result.shape)
+    if len(shape) == 2:
+        return sp.Matrix(shape[0], shape[1], flat)
+    return sp.Array(np.array(flat, dtype=object).reshape(shape).tolist() if flat else [], shape)
+
+
+class Source(str):
+    """Generated kernel source: a ``str`` that shows as text (not a quoted
+    string) when a REPL or notebook echoes it."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+# ----- naming shared subexpressions ------------------------------------------------------
+
+
+def _own_ops(node: sp.Basic) -> int:
+    """Operations a DAG node adds on top of its operands."""
+    if node.func in (sp.Add, sp.Mul):
+        return len(node.args) - 1
+    if node.func is sp.Piecewise:
+        return len(node.args)
+    return 1
+
+
+def _entries(result, transform) -> list[tuple[str, tuple, list]]:
+    """``(label, shape, [(index, node), ...])`` per result array, zeros dropped."""
+    arrays = flatten_result(result)
+    base = LABELS.get(transform.kind, "r") if transform is not None else "y"
+    labels = [base] * len(arrays)
+    if len(arrays) > 1:
+        names = transform.param_names(len(transform.argnums) and max(transform.argnums) + 1)
+        wrt = [names[a] for a in transform.argnums]
+        per_arg = len(wrt) ** (2 if transform.kind == "hessian" else 1) if transform.tuple_argnums else 1
+        per_arg = per_arg if transform.kind not in ("jit", "jvp") else 1
+        for k in range(len(arrays)):
+            out, rest = divmod(k, per_arg)
+            suffix = str(out) if len(arrays) > per_arg else ""
+            if per_arg > 1:
+                picks = [rest] if transform.kind != "hessian" else list(divmod(rest, len(wrt)))
+                suffix += ("_" if suffix else "") + "".join(wrt[p] for p in picks)
+            labels[k] = f"{base}{'_' if suffix and suffix[0] != '_' else ''}{suffix}"
+    out = []
+    for label, arr in zip(labels, arrays, strict=True):
+        if isinstance(arr, SymSparse):
+            cells = [((int(i), int(j)), node) for i, j, node in zip(arr.rows, arr.cols, arr.elems, strict=True)]
+            out.append((label, arr.shape2d, [(ix, n) for ix, n in cells if n is not g.ZERO]))
+        else:
+            flat = arr.elems.reshape(-1)
+            cells = [(np.unravel_index(k, arr.shape) if arr.shape else (), n) for k, n in enumerate(flat)]
+            out.append((label, arr.shape, [(tuple(int(i) for i in ix), n) for ix, n in cells if n is not g.ZERO]))
+    return out
+
+
+class Shown:
+    """A symbolic result with its shared subexpressions named.
+
+    ``str()`` (and a REPL's echo) lists the definitions ``τ₁ = …`` and then
+    every nonzero entry in terms of them, after a header that says how large
+    the result is; past ``limit`` lines it stops and says how much is left.
+    :meth:`pretty` is the unicode form, :meth:`latex` the LaTeX one (Jupyter
+    renders it through ``_repr_latex_``).  :attr:`definitions` and
+    :attr:`reduced` are the same content as SymPy objects, like the
+    ``(replacements, reduced_exprs)`` pair of ``sympy.cse``, and :attr:`expr`
+    is the plain SymPy result that ``.symbolic()`` returns.
+
+    >>> import numpy as np, symjac as sj
+    >>> shown = sj.grad(lambda x: np.exp(np.sum(x ** 2))).show(np.zeros(2))
+    >>> print(shown.text())
+    grad of lambda with respect to x, for x (2,)
+      g (2,): 2 nonzero entries; 6 operations as a shared graph, 10 written out in full
+      τ₁ = exp(x_0**2 + x_1**2)
+      g[0] = 2*x_0*τ₁
+      g[1] = 2*x_1*τ₁
+    >>> print(shown.latex())
+    \\begin{aligned}
+    \\tau_{1} &= e^{x_{0}^{2} + x_{1}^{2}} \\\\
+    g[0] &= 2 x_{0} \\tau_{1} \\\\
+    g[1] &= 2 x_{1} \\tau_{1}
+    \\end{aligned}
+    >>> shown.definitions, shown.reduced
+    ([(τ₁, exp(x_0**2 + x_1**2))], [2*x_0*τ₁, 2*x_1*τ₁])
+    """
+
+    def __init__(self, result, title: str, transform=None, limit: int | None = DEFAULT_LIMIT):
+        self._result = result
+        self.title = title
+        self.limit = limit
+        self.arrays = _entries(result, transform)
+        roots = [n for _, _, cells in self.arrays for _, n in cells]
+        self._roots = roots
+        self._uses = _use_counts(roots)
+        self._memo: dict = {}
+        self._defs: list[tuple[sp.Symbol, sp.Expr]] = []
+        self._introduced: dict[int, list] = {}  # entry number -> the definitions it needed first
+        self._ops: dict = {}
+        self.n_entries = sum(int(np.prod(shape)) for _, shape, _ in self.arrays)
+        self.n_nonzero = len(roots)
+        self.n_operations = len(g.topo_order(roots))
+        self.inline_size = _tree_size(roots)
+
+    # -- building the named form, as far as it is needed --------------------------------
+
+    def _name(self, node, expr):
+        # size counted on the DAG: SymPy's evaluation may reshape expr (tanh(-z) -> -tanh(z))
+        ops = _own_ops(node) + sum(self._ops.get(a, 0) for a in g.operands(node))
+        if self._uses[node] >= 2 and ops >= 3 and not expr.is_Atom:
+            tau = sp.Symbol(f"τ{str(len(self._defs) + 1).translate(_SUBSCRIPTS)}")
+            self._defs.append((tau, expr))
+            return tau
+        self._ops[node] = ops
+        return expr
+
+    def _lines(self, limit: int | None) -> tuple[list[tuple[str, sp.Basic, sp.Basic]], int]:
+        """``(kind, lhs, rhs)`` lines, at most ``limit``; and how many entries they include.
+
+        Only the entries shown (and the definitions they use) are rebuilt, so
+        the first lines of a huge result cost little."""
+        lines: list = []
+        k = 0
+        for label, _, cells in self.arrays:
+            for index, node in cells:
+                if limit is not None and len(lines) >= limit:
+                    break
+                if k not in self._introduced:  # entries are always visited in this order
+                    before = len(self._defs)
+                    _rebuild([node], self._memo, self._name)
+                    self._introduced[k] = self._defs[before:]
+                lines += [("def", tau, expr) for tau, expr in self._introduced[k]]
+                lines.append((label, index, self._memo.get(node, node)))
+                k += 1
+        lines = lines if limit is None else lines[:limit]
+        return lines, sum(1 for kind, _, _ in lines if kind != "def")
+
+    @property
+    def definitions(self) -> list[tuple[sp.Symbol, sp.Expr]]:
+        """The named subexpressions ``[(τ₁, expr), ...]``, each in terms of earlier ones."""
+        self._lines(None)
+        return list(self._defs)
+
+    @property
+    def reduced(self):
+        """The result in terms of the ``τ`` symbols, shaped like :attr:`expr`."""
+        self._lines(None)
+        zero = g.ZERO
+        values = [[self._memo.get(n, n) if n is not zero else zero for n in a.elems.reshape(-1)]
+                  for a in flatten_result(self._result)]
+        return _restructure(self._result, iter(values))
+
+    @property
+    def expr(self):
+        """The plain SymPy result with every name substituted, as ``.symbolic()`` returns it."""
+        return to_sympy(self._result)
+
+    # -- printing ------------------------------------------------------------------------
+
+    def header(self) -> str:
+        shapes = ", ".join(f"{label} {_shape_text(shape)}" for label, shape, _ in self.arrays)
+        zeros = self.n_entries - self.n_nonzero
+        size = f"{self.n_operations:,} operation{'s' if self.n_operations != 1 else ''}"
+        if self.inline_size > self.n_operations:
+            size += f" as a shared graph, {self.inline_size:,} written out in full"
+        entries = f"{self.n_nonzero:,} nonzero entr{'y' if self.n_nonzero == 1 else 'ies'}"
+        entries += f" (the other {zeros:,} are 0)" if zeros else ""
+        return f"{self.title}\n  {shapes}: {entries}; {size}"
+
+    def _render(self, fmt: Callable, limit: int | None, sep: str) -> str:
+        lines, count = self._lines(limit)
+        body = [fmt(kind, lhs, rhs) for kind, lhs, rhs in lines]
+        if count < self.n_nonzero:
+            body.append(
+                f"… stopped after {len(lines)} lines: {self.n_nonzero - count:,} of {self.n_nonzero:,} "
+                "entries (and the definitions they use) are not shown; limit=None (symjac show --limit 0) "
+                "prints all of it."
+            )
+        return sep.join(body)
+
+    def text(self, limit: int | None = DEFAULT_LIMIT) -> str:
+        """Plain text: the header, then one ``name = expression`` line each."""
+        def fmt(kind, lhs, rhs):
+            return f"  {_lhs_text(kind, lhs)} = {sp.sstr(rhs)}"
+        return self.header() + "\n" + self._render(fmt, limit, "\n")
+
+    def pretty(self, limit: int | None = DEFAULT_LIMIT) -> str:
+        """Unicode pretty printing (SymPy's), one block per line of :meth:`text`."""
+        def fmt(kind, lhs, rhs):
+            return sp.pretty(sp.Eq(sp.Symbol(_lhs_text(kind, lhs)), rhs, evaluate=False), use_unicode=True)
+        return self.header() + "\n\n" + self._render(fmt, limit, "\n\n")
+
+    def latex(self, limit: int | None = DEFAULT_LIMIT) -> str:
+        """LaTeX: an ``aligned`` block of the definitions and entries."""
+        names = {tau: rf"\tau_{{{k + 1}}}" for k, (tau, _) in enumerate(self._defs)}
+
+        def fmt(kind, lhs, rhs):
+            names.update({tau: rf"\tau_{{{k + 1}}}" for k, (tau, _) in enumerate(self._defs)})
+            names.update({s: _latex_symbol(s.name) for s in rhs.free_symbols if s not in names})
+            left = names[lhs] if kind == "def" else _latex_label(kind, lhs)
+            return f"{left} &= {sp.latex(rhs, symbol_names=names)}"
+
+        body = self._render(fmt, limit, r" \\" + "\n")
+        body = body.replace("… ", r"\text{… ", 1) + "}" if "… " in body else body
+        return "\\begin{aligned}\n" + body + "\n\\end{aligned}"
+
+    def __str__(self) -> str:
+        return self.text(self.limit)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(self.pretty(self.limit))
+
+    def _repr_latex_(self) -> str:
+        return "$\\displaystyle " + self.latex(self.limit) + "$"
+
+
+def _use_counts(roots: list) -> Counter:
+    uses: Counter = Counter()
+    for node in g.topo_order(roots):
+        uses.update(a for a in g.operands(node) if not g.is_leaf(a))
+    uses.update(r for r in roots if not g.is_leaf(r))
+    return uses
+
+
+def _tree_size(roots: list) -> int:
+    """Operations in ``roots`` written out as trees (what naive printing shows)."""
+    size: dict = {}
+    for node in g.topo_order(roots):
+        size[node] = 1 + sum(size.get(a, 0) for a in g.operands(node))
+    return sum(size.get(r, 0) for r in roots)
+
+
+def _restructure(result, values):
+    if isinstance(result, SymSparse):
+        vals = next(values)
+        return sp.SparseMatrix(*result.shape2d, {(int(i), int(j)): v for i, j, v in zip(result.rows, result.cols, vals, strict=True)})
+    if isinstance(result, SymArray):
+        return _shaped(next(values), result.shape)
+    return tuple(_restructure(r, values) for r in result)
+
+
+def _shape_text(shape: tuple) -> str:
+    if len(shape) < 2:
+        return "scalar" if shape == () else f"({shape[0]},)"
+    return "×".join(str(n) for n in shape)
+
+
+def _lhs_text(kind: str, lhs) -> str:
+    if kind == "def":
+        return str(lhs)
+    return kind if lhs == () else f"{kind}[{', '.join(map(str, lhs))}]"
+
+
+def _latex_label(kind: str, index: tuple) -> str:
+    base, _, sub = kind.partition("_")
+    name = {"div": r"\nabla\cdot f", "lap": r"\Delta f", "uJ": r"u^{\top}J", "Jv": "Jv", "Hv": "Hv"}.get(base, base)
+    if sub:
+        name += rf"_{{{sub}}}"
+    return name if index == () else name + "[" + ", ".join(map(str, index)) + "]"
+
+
+def _latex_symbol(name: str) -> str:
+    """``w_1_0`` as ``w_{1,0}`` (SymPy alone would print ``w_{1 0}``)."""
+    stem, *index = name.split("_")
+    return sp.latex(sp.Symbol(stem)) + (f"_{{{','.join(index)}}}" if index else "")
+
+
+# ----- the public entry point ---------------------------------------------------------------
+
+
+def describe_args(names: list[str], args: tuple, static: frozenset) -> str:
+    """``x (2,), w (2, 2), n = 5``: what the result was built for."""
+    parts = []
+    for i, (name, a) in enumerate(zip(names, args, strict=False)):
+        if i in static:
+            parts.append(f"{name} = {a!r}")
+        elif isinstance(a, tuple):
+            parts.append(f"{name} ({', '.join(str(np.shape(p)) for p in a)})")
+        else:
+            parts.append(f"{name} {np.shape(a)}")
+    return ", ".join(parts)
+
+
+def title_of(transform, args: tuple) -> str:
+    """``jacobian of f with respect to x, for x (2,), w (2, 2)``."""
+    names = transform.param_names(len(args))
+    what = transform.kind if transform.kind != "jit" else "values"
+    inner = transform.fn
+    while hasattr(inner, "kind") and hasattr(inner, "fn"):
+        what += f" of {inner.kind}"
+        inner = inner.fn
+    what += f" of {transform.root_name}"
+    if transform.kind != "jit":
+        what += " with respect to " + ", ".join(names[a] for a in transform.argnums)
+    return f"{what}, for {describe_args(names, args, transform.static_argnums)}"
+
+
+def show(transform, *args, limit: int | None = DEFAULT_LIMIT, **kwargs) -> Shown:
+    """A transform's result for arguments shaped like ``args``, readable at any size.
+
+    Shared subexpressions are named once (``τ₁ = …``) and the nonzero entries
+    written in terms of them, so a result that would print as pages of
+    repeated terms prints in a few lines; zeros are left out.  ``str()`` is
+    plain text, ``.pretty()`` unicode, ``.latex()`` LaTeX (Jupyter renders it);
+    past ``limit`` lines (``None``: no limit) printing stops with a note of how
+    much is left.  A plain function (not a transform) shows its values.
+    ``transform.show(*args)`` is the same.
+
+    Args:
+        transform: a symjac transform such as ``sj.jacobian(f)``, or a plain function.
+        *args: arguments like the transform's, only their shapes and dtypes
+            (and static arguments' values) matter.
+        limit: lines printed by ``str()`` before the size guard stops.
+
+    Returns:
+        A :class:`Shown`; its ``.expr`` is the plain SymPy result.
+
+    >>> import numpy as np, symjac as sj
+    >>> def f(x, w):
+    ...     return np.tanh(x @ w) ** 2
+    >>> print(sj.show(sj.jacobian(f), np.zeros(2), np.zeros((2, 2))))
+    jacobian of f with respect to x, for x (2,), w (2, 2)
+      J 2×2: 4 nonzero entries; 18 operations as a shared graph, 48 written out in full
+      τ₁ = tanh(w_0_0*x_0 + w_1_0*x_1)
+      τ₂ = 1 - τ₁**2
+      J[0, 0] = 2*w_0_0*τ₁*τ₂
+      J[0, 1] = 2*w_1_0*τ₁*τ₂
+      τ₃ = tanh(w_0_1*x_0 + w_1_1*x_1)
+      τ₄ = 1 - τ₃**2
+      J[1, 0] = 2*w_0_1*τ₃*τ₄
+      J[1, 1] = 2*w_1_1*τ₃*τ₄
+    """
+    from ._api import Transform, jit
+
+    if not isinstance(transform, Transform):
+        transform = jit(transform)
+    bound = transform.bind(args, kwargs)
+    built = _dispatch.build(transform, bound)
+    return Shown(built.result, title_of(transform, bound), transform, limit)

@@ -54,6 +54,11 @@ class NonScalarOutputError(SymjacError, ValueError):
     output is not a scalar."""
 
 
+class ResourceLimitError(SymjacError, MemoryError):
+    """A trace, a derivative or a batch would exceed a resource limit
+    (see ``sj.set_limits``); raised before the work, not after minutes of it."""
+
+
 class CompileError(SymjacError, RuntimeError):
     """Numba failed to compile a generated kernel (a bug in symjac: please
     report it with the kernel source from ``.source()``)."""

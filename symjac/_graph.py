@@ -76,7 +76,31 @@ def _node(head: type, args: tuple) -> Basic:
     node = table.get(key)
     if node is None:
         node = table[key] = _raw(head, args)
+        if not len(table) & 0xFFFF:  # every 65,536 new nodes
+            _check_size(len(table))
     return node
+
+
+def _check_size(n: int) -> None:
+    from ._config import LIMITS
+    from ._errors import ResourceLimitError
+
+    if n >= LIMITS.max_nodes:
+        raise ResourceLimitError(
+            f"this trace and its derivatives have built {n:,} expression nodes, over the limit of "
+            f"{LIMITS.max_nodes:,} (sj.set_limits(max_nodes=...)). Usually a Python loop is unrolled "
+            "many times, or a dense Jacobian of a large function is being formed. Pass loop counts "
+            "through static_argnums with smaller values, use sj.jvp / sj.vjp instead of a full "
+            "Jacobian, or sparse=True."
+        )
+    if n >= LIMITS.warn_nodes and not getattr(_check_size, "warned", False):
+        import warnings
+
+        _check_size.warned = True
+        warnings.warn(
+            f"symjac: the expression graph has {n:,} nodes; tracing and differentiating this "
+            "function will take a while and a lot of memory.", ResourceWarning, stacklevel=4
+        )
 
 
 def _raw(head: type, args: tuple) -> Basic:
@@ -182,6 +206,32 @@ def mul(*factors: Basic) -> Basic:
     if len(rest) == 1:
         return rest[0]
     return _node(Mul, tuple(rest))
+
+
+class SafeMul(sp.Function):
+    """``a * b``, but exactly 0 whenever ``a`` is 0, even if ``b`` is inf or NaN.
+
+    Reverse mode multiplies adjoints that came out of a select (and so may be
+    exact zeros from the branch not taken) by partials that may blow up there
+    (``sqrt`` at 0); see ``_diff``.  A head of its own, not a Piecewise, so
+    that its derivative is ``SafeMul(da, b) + SafeMul(a, db)`` rather than the
+    derivative of a kink.
+    """
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        return None  # never simplified away by SymPy
+
+
+def safe_mul(a: Basic, b: Basic) -> Basic:
+    """``SafeMul(a, b)`` with the cases that need no guard folded."""
+    if a is ZERO:
+        return ZERO
+    if (b.is_Number and b.is_finite) or (a.is_Number and a.is_finite):
+        return mul(a, b)
+    return _node(SafeMul, (a, b))
 
 
 def neg(a: Basic) -> Basic:
@@ -306,6 +356,8 @@ def rebuild(node: Basic, args: Sequence[Basic]) -> Basic:
         return compare(head, *args)
     if isinstance(node, sp.logic.boolalg.BooleanFunction):
         return logical(head, *args)
+    if head is SafeMul:
+        return safe_mul(*args)
     if isinstance(node, sp.Function) or head in (sp.Max, sp.Min):
         return call(head, *args)
     return head(*args)

@@ -43,14 +43,6 @@ class SymArray:
     __array_priority__ = 1000
     __hash__ = None  # elementwise ``==`` makes it unhashable, as ndarray is
 
-    def __new__(cls, elems=None, dtype=None):
-        # 0-d values get no __getitem__: NumPy treats anything indexable as a
-        # sequence, and would hide our error for ``np.zeros(2)[0] = traced``
-        # behind "setting an array element with a sequence".
-        if cls is SymArray and isinstance(elems, np.ndarray) and elems.ndim > 0:
-            cls = _Indexable
-        return object.__new__(cls)
-
     def __init__(self, elems: np.ndarray, dtype) -> None:
         if not isinstance(elems, np.ndarray):
             arr = np.empty((), dtype=object)
@@ -147,6 +139,26 @@ class SymArray:
     def item(self, *args):
         raise conversion_error(".item()")
 
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object (a 0-d traced array)")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d traced array")
+        for i in range(self.shape[0]):
+            yield SymArray(self.elems[i], self.dtype)
+
+    def __getitem__(self, key):
+        key = _static_index(key)
+        return SymArray(self.elems[key], self.dtype)
+
+    def __setitem__(self, key, value):
+        key = _static_index(key)
+        elems, _ = as_elems(value)
+        self.elems[key] = elems[()] if elems.ndim == 0 else elems
+
     def tolist(self):
         return [a.tolist() if a.ndim else a for a in self] if self.ndim else self
 
@@ -209,28 +221,6 @@ class SymArray:
 
     def cumprod(self, axis=None):
         return BY_NAME["cumprod"].build(self, axis)
-
-
-class _Indexable(SymArray):
-    """A traced array of one or more dimensions: indexable, iterable, assignable."""
-
-    __slots__ = ()
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __iter__(self):
-        for i in range(self.shape[0]):
-            yield SymArray(self.elems[i], self.dtype)
-
-    def __getitem__(self, key):
-        key = _static_index(key)
-        return SymArray(self.elems[key], self.dtype)
-
-    def __setitem__(self, key, value):
-        key = _static_index(key)
-        elems, _ = as_elems(value)
-        self.elems[key] = elems[()] if elems.ndim == 0 else elems
 
 
 def _reduction_method(name: str) -> Callable:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _codegen, _tape_vm
+from . import _codegen, _compile, _tape_vm
 from ._codegen import Program
 
 assert _codegen.OPCODES == _tape_vm.NAMES, "opcode tables out of sync"
@@ -104,9 +105,15 @@ def ensure_ready(dtype) -> None:
         if dtype in _ready:
             return
         empty = np.zeros(0, dtype=np.int64)
-        _tape_vm.run(np.zeros((0, 4), dtype=np.int64), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype),
-                     empty, empty, empty, np.zeros(0, dtype=dtype), np.zeros(1, dtype=dtype),
-                     np.zeros(1, dtype=dtype))
+        args = (np.zeros((0, 4), dtype=np.int64), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype),
+                empty, empty, empty, np.zeros(0, dtype=dtype), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype))
+        try:
+            _tape_vm.run(*args)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
+            # a corrupted or foreign Numba cache of the interpreter: forget it, compile again
+            for fn in (_tape_vm._step, _tape_vm._store, _tape_vm.run, _tape_vm.run_batch, _tape_vm.run_batch_serial):
+                _compile.recover(fn)
+            _tape_vm.run(*args)
         _ready.add(dtype)
 
 

@@ -22,7 +22,7 @@ from numba import njit, prange
 LOAD, CONST, ADD, SUB, MUL, DIV, NEG, POW, SQRT = range(9)
 ABS, ARCCOS, ARCCOSH, ARCSIN, ARCSINH, ARCTAN, ARCTAN2, ARCTANH, CEIL, COS, COSH, EXP, EXPM1, \
     FLOOR, LOG, LOG1P, MAXIMUM, MINIMUM, SIGN, SIN, SINH, TAN, TANH = range(9, 32)
-LT, LE, GT, GE, EQ, NE, AND, OR, XOR, NOT, SELECT, LOAD_SHARED = range(32, 44)
+LT, LE, GT, GE, EQ, NE, AND, OR, XOR, NOT, SELECT, LOAD_SHARED, SAFEMUL = range(32, 45)
 # fmt: on
 
 NAMES = (
@@ -30,7 +30,7 @@ NAMES = (
     "abs", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "ceil",
     "cos", "cosh", "exp", "expm1", "floor", "log", "log1p", "maximum", "minimum", "sign",
     "sin", "sinh", "tan", "tanh",
-    "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select", "load_shared",
+    "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select", "load_shared", "safemul",
 )
 
 
@@ -130,6 +130,8 @@ def _step(code, consts, inputs, shared, work):
             work[k] = np.ceil(work[a])
         elif op == LOAD_SHARED:
             work[k] = shared[a]
+        elif op == SAFEMUL:
+            work[k] = work[a] - work[a] if work[a] == 0 else work[a] * work[b]
 
 
 @njit(cache=True, nogil=True)

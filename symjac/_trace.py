@@ -16,7 +16,7 @@ import numpy as np
 import sympy as sp
 
 from . import _graph as g
-from ._errors import InputTypeError
+from ._errors import InputTypeError, TracerConversionError
 from ._symarray import SymArray, from_object_array, is_traced
 
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("symjac_trace_depth", default=0)
@@ -49,6 +49,11 @@ def spec_of(value, name: str) -> ArgSpec:
         arr = np.asarray(value)
     except Exception as exc:  # ragged lists and the like
         raise InputTypeError(f"argument {name!r} is not an array: {exc}") from None
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > 8:
+        raise InputTypeError(
+            f"argument {name!r} is {arr.dtype}; symjac's kernels compute in float32 or float64 "
+            "(Numba has no extended precision). Convert it with x.astype(np.float64)."
+        )
     if arr.dtype.kind not in "biuf":
         raise InputTypeError(
             f"argument {name!r} should be a real number or array of real numbers, but "
@@ -115,7 +120,15 @@ def call_traced(fn: Callable, args: Sequence) -> Traced:
     NumPy and SciPy read ``return [dx, dy]``).
     """
     with tracing():
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        except ValueError as exc:
+            # NumPy answers ``np.zeros(2)[0] = traced`` with "setting an array
+            # element with a sequence", raised from our explanation: give ours
+            reason = exc.__cause__ or exc.__context__
+            if isinstance(reason, TracerConversionError):
+                raise reason.with_traceback(exc.__traceback__) from None
+            raise
     if isinstance(result, tuple):
         return Traced(tuple(_as_output(r) for r in result), single=False)
     return Traced((_as_output(result),), single=True)

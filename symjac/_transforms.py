@@ -159,6 +159,19 @@ def _trace(fn: Callable, args: list, top: bool) -> Traced:
     return traced
 
 
+def _check_dense(kind: str, shape: tuple) -> None:
+    from ._config import LIMITS
+    from ._errors import ResourceLimitError
+
+    n = int(np.prod(shape))
+    if n > LIMITS.max_dense_entries:
+        raise ResourceLimitError(
+            f"a dense {kind} of shape {shape} has {n:,} entries, over the limit of "
+            f"{LIMITS.max_dense_entries:,} (sj.set_limits(max_dense_entries=...)). Use sparse=True "
+            "(only the nonzeros are built), or sj.jvp / sj.vjp for products with vectors."
+        )
+
+
 def _blocks(entries: dict, out_arrays, in_arrays, dtype_of) -> list[list[SymArray]]:
     """Split flat ``{(i, j): node}`` into blocks[out][in] of shape out + in."""
     out_off = np.cumsum([0] + [a.size for a in out_arrays])
@@ -167,6 +180,7 @@ def _blocks(entries: dict, out_arrays, in_arrays, dtype_of) -> list[list[SymArra
     for k, oa in enumerate(out_arrays):
         row = []
         for m, ia in enumerate(in_arrays):
+            _check_dense("Jacobian", oa.shape + ia.shape)
             elems = np.full((oa.size, ia.size), g.ZERO, dtype=object)
             row.append(elems)
         blocks.append(row)
@@ -340,6 +354,10 @@ def hessian(fn: Callable, args: list, spec: Spec, top: bool):
         return int(np.searchsorted(offsets, index, side="right") - 1)
 
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
+    for o in outs:
+        for a in var.arrays:
+            for b in var.arrays:
+                _check_dense("Hessian", o.shape + a.shape + b.shape)
     blocks = [
         [[np.full((o.size, a.size, b.size), g.ZERO, dtype=object) for b in var.arrays] for a in var.arrays]
         for o in outs

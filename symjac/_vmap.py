@@ -8,6 +8,7 @@ the batched function would be.  The loop runs inside the kernel (both cores,
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 
@@ -34,6 +35,39 @@ def _normalize_axes(in_axes, n: int) -> list:
 
 #: batch size x program operations above which the batch loop runs on all threads
 PARALLEL_WORK = 200_000
+#: rows per tape-interpreter chunk (bounds the gathered-input workspace)
+TAPE_CHUNK = 8192
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to allocate now (Linux, macOS), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(size: int, compiled) -> None:
+    """Refuse, before allocating, a batch whose outputs cannot fit in memory."""
+    per_sample = sum(max(1, int(np.prod(s))) for s in compiled.out_shapes) * compiled.dtype.itemsize
+    need = size * per_sample
+    available = _available_memory()
+    if available is not None and need > available:
+        from ._errors import ResourceLimitError
+
+        raise ResourceLimitError(
+            f"vmap over {size:,} samples needs {need / 1e9:.1f} GB for its outputs "
+            f"({per_sample:,} bytes a sample) but only {available / 1e9:.1f} GB of memory are "
+            "available. Process the batch in slices (e.g. a loop over X[i:i + n]), reduce the "
+            "outputs inside the function, or use a dask array to spread it over workers."
+        )
 
 
 class _Given:
@@ -60,20 +94,23 @@ class _BatchProgram:
         spec = compiled.spec
         self.source = _codegen.kernel_source(compiled.program, spec, batched=batched)
         stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
-        self.path = _compile.write_module(self.source, stem)
+        try:
+            self.path = _compile.write_module(self.source, stem)
+        except _compile.CacheWriteError as exc:
+            self.path, self.error = None, str(exc)
 
     def load_kernel(self) -> None:
         with self._lock:
-            if self.kernel is not None:
+            if self.kernel is not None or self.path is None:
                 return
             spec = self.compiled.spec
             in_nd = [len(s) + b for (_, s), b in zip(spec.inputs, self.batched)]
             out_nd = [len(s) + 1 for s in spec.outputs]
             try:
                 sig = _compile.signature(in_nd, out_nd, spec.dtype)
-                serial = _compile.import_function(self.path, f"{spec.name}_batch_serial")
+                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.source)
                 seconds, from_disk = _compile.compile_kernel(serial, sig)
-                dispatcher = _compile.import_function(self.path, f"{spec.name}_batch")
+                dispatcher = _compile.load_function(self.path, f"{spec.name}_batch", lambda: self.source)
                 more, _ = _compile.compile_kernel(dispatcher, sig)
                 seconds += more
             except Exception as exc:
@@ -92,6 +129,8 @@ class _BatchProgram:
 
     def start(self) -> None:
         mode = _config.compile_mode()
+        if self.path is None:
+            return
         if mode == "sync" or (mode == "auto" and _compile.on_disk(self.path)):
             self.load_kernel()
         elif mode in ("auto", "background"):
@@ -102,10 +141,12 @@ class _BatchProgram:
     def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
         c = self.compiled
         dtype = c.dtype
+        _check_memory(size, c)
         # the batch kernel writes every entry (zeros included); the tape only the nonzeros
         alloc = np.empty if self.kernel is not None else np.zeros
         outs = [alloc((size,) + (s or (1,)), dtype=dtype) for s in c.out_shapes]
-        step = chunk_size or size or 1
+        # the tape gathers each chunk's inputs into one buffer: bound that workspace
+        step = chunk_size or (size if self.kernel is not None else TAPE_CHUNK) or 1
         for start in range(0, size, step):
             stop = min(size, start + step)
             part = [
@@ -142,13 +183,20 @@ class _BatchProgram:
         base = self.compiled.info()
         base.tier = "kernel" if self.kernel is not None else "tape"
         base.state = self.state
-        base.path = str(self.path)
+        base.path = str(self.path) if self.path is not None else ""
         base.error = self.error
         base.n_lines = self.source.count("\n")
         return base
 
 
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}
+
+
+def _bounded_put(table: dict, key, value) -> None:
+    """Insert, dropping the oldest entries beyond the max_kernels limit."""
+    table[key] = value
+    while len(table) > _config.LIMITS.max_kernels:
+        del table[next(iter(table))]
 
 
 def _has_dask_array(args) -> bool:
@@ -256,7 +304,8 @@ class Batched:
         program = self._entries.get(key)
         if program is None:
             size = self._split(args, axes)  # checks the batch sizes agree
-            program = self._entries[key] = self._program(_sample(batch_args, axes, size), axes)
+            program = self._program(_sample(batch_args, axes, size), axes)
+            _bounded_put(self._entries, key, program)
         compiled = program.compiled
         size = _batch_size(batch_args, axes)
         leaves = [batch_args[i] if k is None else batch_args[i][k] for i, k in compiled.leaves]
@@ -279,8 +328,9 @@ class Batched:
         batched = [axes[i] is not None for i, _ in compiled.leaves]
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)
-        if program is None:
-            program = self._programs[key] = _BatchProgram(compiled, batched)
+        if program is None or program.compiled is not compiled:
+            program = _BatchProgram(compiled, batched)
+            _bounded_put(self._programs, key, program)
             program.start()
         return program
 

@@ -115,7 +115,7 @@ def payload(compiled) -> tuple[dict, dict]:
     spec = compiled.spec
     meta = {
         "format": FORMAT,
-        "kernel": compiled.path.name,
+        "kernel": compiled.path.name if compiled.path is not None else None,
         "spec": {"name": spec.name, "inputs": [[n, list(s)] for n, s in spec.inputs],
                  "outputs": [list(s) for s in spec.outputs], "dtype": np.dtype(spec.dtype).str, "title": spec.title},
         "leaves": [list(leaf) for leaf in compiled.leaves],
@@ -131,6 +131,8 @@ def payload(compiled) -> tuple[dict, dict]:
 def save(key: str, compiled) -> None:
     """Store ``compiled``'s program under ``key`` (atomically; failures are ignored:
     the cache is an optimisation)."""
+    if compiled.path is None:
+        return
     meta, arrays = payload(compiled)
     try:
         directory = _directory()
@@ -169,9 +171,7 @@ def load(key: str):
             return None
         with np.load(directory / f"{key}.npz", allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
-        path = _compile.cache_dir() / meta["kernel"]
-        if not path.is_file():
-            return None
+        path = _compile.cache_dir() / meta["kernel"]  # checked against its digest before use
         return from_payload(meta, arrays, path)
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -67,7 +67,7 @@ _IVP_EXPLICIT = {"RK23", "RK45", "DOP853"}
 
 class ODE:
     """``fun``, ``jac`` and ``jac_sparsity`` of a right-hand side ``f(t, y, *params)``
-    for :func:`scipy.integrate.solve_ivp` (see :func:`ode`)."""
+    for ``scipy.integrate.solve_ivp`` (see :func:`ode`)."""
 
     def __init__(self, f: Callable, sparse: bool | None = None, compile_fun: bool = True):
         self.f = f
@@ -210,7 +210,7 @@ _DENSE_HESS = {"dogleg", "trust-exact"}
 
 class Objective:
     """``fun``, ``jac``, ``hess`` and ``hessp`` of a scalar ``f(x, *args)`` for
-    :func:`scipy.optimize.minimize` (see :func:`objective`)."""
+    ``scipy.optimize.minimize`` (see :func:`objective`)."""
 
     def __init__(self, f: Callable, sparse: bool = False):
         self.f = f
@@ -350,7 +350,7 @@ _RESIDUAL_NO_JAC = {"broyden1", "broyden2", "anderson", "linearmixing", "diagbro
 
 class Residual:
     """``fun`` and ``jac`` of a vector function ``F(x, *args)`` for
-    :func:`scipy.optimize.root` and :func:`scipy.optimize.least_squares`
+    ``scipy.optimize.root`` and ``scipy.optimize.least_squares``
     (see :func:`residual`)."""
 
     def __init__(self, F: Callable, sparse: bool | None = None):

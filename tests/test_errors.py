@@ -155,7 +155,7 @@ def test_traced_index_is_rejected_with_a_fix():
 
 
 def test_every_error_subclasses_symjac_error_and_a_builtin():
-    builtins = (ValueError, TypeError, NotImplementedError, RuntimeError)
+    builtins = (ValueError, TypeError, NotImplementedError, RuntimeError, MemoryError)
     for name in dir(sj):
         obj = getattr(sj, name)
         if isinstance(obj, type) and issubclass(obj, Exception) and obj is not sj.SymjacError:

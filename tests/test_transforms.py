@@ -269,3 +269,13 @@ def test_noncontiguous_and_fortran_inputs():
     view = big[::2, ::3]
     np.testing.assert_allclose(f(view), f(np.ascontiguousarray(view)))
     np.testing.assert_allclose(f(np.asfortranarray(view)), f(np.ascontiguousarray(view)))
+
+
+def test_numpy_functions_can_be_transformed_directly():
+    """Defaults the caller leaves out (a ufunc's out=None, np.sum's axis)
+    stay defaults instead of becoming runtime inputs."""
+    x = np.array([0.1, 0.2])
+    np.testing.assert_allclose(sj.jacobian(np.sin)(x), np.diag(np.cos(x)))
+    np.testing.assert_allclose(sj.grad(np.sum)(x), [1.0, 1.0])
+    np.testing.assert_allclose(sj.jit(np.tanh)(x), np.tanh(x))
+    np.testing.assert_allclose(sj.jacobian(np.linalg.norm)(x), x / np.linalg.norm(x))

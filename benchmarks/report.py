@@ -1,0 +1,259 @@
+"""Render ``RESULTS.md`` from the raw results (matrix rows and target results)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+
+from .adapters import LABELS, ORDER
+from .problems import PRODUCTS
+
+
+def _us(seconds) -> str:
+    if seconds is None:
+        return "—"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def _rate(per_s: float) -> str:
+    return f"{per_s / 1e6:.2f} M/s" if per_s >= 1e6 else f"{per_s / 1e3:.1f} k/s"
+
+
+def _err(e) -> str:
+    return "—" if e is None else "0" if e == 0 else f"{e:.0e}"
+
+
+def _versions() -> str:
+    names = ["symjac", "numpy", "numba", "sympy", "jax", "torch", "casadi", "symengine", "autograd"]
+    found = []
+    for n in names:
+        try:
+            found.append(f"{n} {metadata.version(n)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{n} (not installed)")
+    return ", ".join(found)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+# ----- targets -----------------------------------------------------------------------------
+
+
+def _verdict(ok) -> str:
+    return "not measured" if ok is None else "**met**" if ok else "**not met**"
+
+
+def target_rows(t: dict) -> list[tuple[str, str, str, str]]:
+    """(what, target, measured, verdict) rows."""
+    rows = []
+    tp = t.get("throughput", {})
+    if "one_thread" in tp:
+        one = tp["one_thread"]
+        s = one["symjac"]["median"]
+        for peer, need, label in (("numba", 0.9, "hand-written Numba loop"), ("jax", 4.0, "JAX jit(vmap(jacfwd))"),
+                                  ("symengine", 1.0, 'SymEngine Lambdify(backend="llvm")')):
+            if peer in one:
+                ratio = one[peer]["median"] / s
+                rows.append((f"Lorenz 3×3 Jacobians, {tp['batch']:,} points, 1 thread: vs {label}",
+                             f"≥ {need}×", f"{ratio:.2f}× (symjac {_us(s)}, {label} {_us(one[peer]['median'])})",
+                             _verdict(ratio >= need)))
+            else:
+                rows.append((f"Lorenz, 1 thread: vs {label}", f"≥ {need}×", "peer not installed", _verdict(None)))
+        both = tp["both_cores"]
+        ratio = both["symjac_1"]["median"] / both["symjac_2"]["median"]
+        rows.append(("same, both cores vs 1 thread", "≥ 1.7×",
+                     f"{ratio:.2f}× (2 threads {_us(both['symjac_2']['median'])}, 1 thread {_us(both['symjac_1']['median'])})",
+                     _verdict(ratio >= 1.7)))
+    else:
+        rows.append(("Lorenz per-sample Jacobians", "", f"failed: {tp.get('error', '?')[:200]}", _verdict(None)))
+    single = t.get("single", {})
+    if "times" in single:
+        times = single["times"]
+        s = times["symjac"]["median"]
+        peers = ", ".join(f"{LABELS[k]} {_us(v['median'])}" for k, v in times.items() if k != "symjac")
+        rows.append((f"single-point Jacobian, n = {single['n']} inputs (kinetics), NumPy in and out", "≤ 3 µs",
+                     f"{_us(s)} ({peers})", _verdict(s <= 3e-6)))
+    for key, label, limit in (("cold", "cold process, empty cache", 1.0), ("warm", "warm process, disk cache filled", 0.3)):
+        r = t.get(key, {})
+        if "first_s" in r:
+            rows.append((f"{label}: first Jacobian of the {r['n']:,}-equation tridiagonal map",
+                         f"≤ {limit} s", f"{r['first_s']:.2f} s on the {r['first_tier']} tier "
+                         f"({'sparse' if r['sparse'] else 'dense'}; `import symjac` {r['import_s']:.2f} s not included)",
+                         _verdict(r["first_s"] <= limit if r["n"] >= 1000 else None)))
+        else:
+            rows.append((label, f"≤ {limit} s", f"failed: {r.get('error', '?')[:200]}", _verdict(None)))
+    st = t.get("steady", {})
+    if "times" in st:
+        times = st["times"]
+        s = times["symjac"]["median"]
+        peers = ", ".join(f"{k} {_us(v['median'])}" for k, v in times.items() if k != "symjac")
+        rows.append((f"steady call, {st['n']:,}-equation Jacobian ({'sparse' if st['sparse'] else 'dense'} output)",
+                     "≤ 30 µs", f"{_us(s)} ({peers})", _verdict(s <= 30e-6 if st["n"] >= 1000 else None)))
+    sc = t.get("scaling", {}).get("jacobian", {})
+    if sc:
+        secs = {int(n): r.get("seconds") for n, r in sc.items()}
+        sizes = sorted(secs)
+        steps = [secs[b] / secs[a] if secs[a] and secs[b] else None for a, b in zip(sizes, sizes[1:])]
+        shown = ", ".join(f"n = {n:,}: {_us(secs[n]) if secs[n] else sc[str(n) if str(n) in sc else n].get('error', 'failed')[:40]}"
+                          for n in sizes)
+        ok = None if not steps else False if any(s is None for s in steps) else all(s <= 20 for s in steps)
+        rows.append(("build-time scaling (trace + differentiate + codegen), tridiagonal Jacobian",
+                     "≈ 10× per 10× step (met if ≤ 20×)",
+                     f"{shown}; steps: {', '.join('—' if s is None else f'{s:.0f}×' for s in steps)}", _verdict(ok)))
+    for name, label in (("recurrence", "30-step recurrence on 3 variables"), ("tanh_chain", "5-layer tanh network")):
+        r = t.get("build", {}).get(name, {})
+        if "seconds" in r:
+            rows.append((f"Jacobian built (compile excluded): {label}", "≤ 1 s",
+                         f"{r['seconds']:.2f} s ({r['n_ops']} operations)", _verdict(r["seconds"] <= 1.0)))
+    return rows
+
+
+def _notes(t: dict) -> list[str]:
+    out = []
+    sc = t.get("scaling", {})
+    for product, rows in sc.items():
+        parts = []
+        for n, r in sorted(rows.items(), key=lambda kv: int(kv[0])):
+            parts.append(f"n = {int(n):,}: " + (f"{r['seconds']:.3f} s ({r['n_ops']} ops)" if "seconds" in r
+                                               else r.get("error", "failed").splitlines()[-1][:80]))
+        out.append(f"- Build time, tridiagonal `{product}`: " + "; ".join(parts))
+    st = t.get("steady", {})
+    if "errors" in st:
+        out.append("- Max errors, 1,000-equation Jacobian: "
+                   + ", ".join(f"{k} {_err(v)}" for k, v in st["errors"].items()))
+    for key in ("throughput", "single"):
+        r = t.get(key, {})
+        if "errors" in r:
+            out.append(f"- Max errors, {key}: " + ", ".join(f"{k} {_err(v)}" for k, v in r["errors"].items()))
+    for key in ("cold", "warm"):
+        r = t.get(key, {})
+        if "first_s" in r:
+            out.append(f"- {key}: first call {r['first_s']:.2f} s ({r['first_tier']}), then kernel ready after "
+                       f"{r['kernel_wait_s']:.1f} s more; max error {_err(r['max_error'])}; whole process {r.get('process_s', 0):.1f} s")
+    wq = t.get("throughput_workqueue", {})
+    if "both_cores" in wq:
+        b = wq["both_cores"]
+        out.append(f"- Diagnostic: with `NUMBA_THREADING_LAYER=workqueue` the same 100,000 Lorenz Jacobians take "
+                   f"{_us(b['symjac_1']['median'])} on 1 thread and {_us(b['symjac_2']['median'])} on 2 "
+                   f"({b['symjac_1']['median'] / b['symjac_2']['median']:.2f}×).")
+    return out
+
+
+# ----- the product matrix ----------------------------------------------------------------------
+
+
+def _cell(r: dict) -> str:
+    if "error" in r:
+        return "fails: " + r["error"].split(":")[0]
+    if r["product"] == "batch":
+        main = _rate(r["throughput"])
+    else:
+        main = _us(r["latency_s"])
+    build = f"{r['build_s']:.2f} s" if r["build_s"] >= 0.01 else _us(r["build_s"])
+    extra = ""
+    if "ready_s" in r:
+        extra = f" + {r['ready_s']:.1f} s compile" if r["tier"] == "kernel" else f" ({r['tier']})"
+    return f"{main}<br>build {build}{extra}<br>err {_err(r['max_error'])}"
+
+
+def matrix_section(rows: list[dict], problems: list) -> list[str]:
+    lines = []
+    by = {(r["adapter"], r.get("problem"), r.get("product")): r for r in rows}
+    skipped = {(r["adapter"], r.get("problem")): r["skipped"] for r in rows if "skipped" in r}
+    imports = {r["adapter"]: r["import_s"] for r in rows if "import_s" in r}
+    lines.append("Library import times (excluded from build times): "
+                 + ", ".join(f"{LABELS[a]} {imports[a]:.2f} s" for a in ORDER if a in imports) + ".")
+    missing = [LABELS[a] for a in ORDER if skipped.get((a, None)) == "not installed"]
+    if missing:
+        lines.append(f"Not installed, skipped: {', '.join(missing)}.")
+    lines.append("")
+    for p in problems:
+        products = [x for x in PRODUCTS if x in p.products]
+        lines.append(f"### {p.name}: {p.about}")
+        lines.append("")
+        if p.batch is not None:
+            b = p.batch
+            n = len(b.args[b.in_axes.index(0)])
+            lines.append(f"Per-sample product: `{b.transform}` of each of {n:,} samples (throughput in samples/s).")
+            lines.append("")
+        lines.append("| system | " + " | ".join(products) + " |")
+        lines.append("|---|" + "---|" * len(products))
+        for a in ORDER:
+            if (a, p.name) in skipped:
+                lines.append(f"| {LABELS[a]} | skipped: {skipped[(a, p.name)]} |" + " |" * (len(products) - 1))
+                continue
+            cells = [_cell(by[(a, p.name, x)]) if (a, p.name, x) in by else "—" for x in products]
+            if any(c != "—" for c in cells):
+                lines.append(f"| {LABELS[a]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def render(rows: list[dict], targets: dict, problems: list, quick: bool, elapsed: float) -> str:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    out = [
+        "# symjac benchmark results",
+        "",
+        f"Generated by `python -m benchmarks.run{' --quick' if quick else ''}` on {now} (commit {_commit()}), "
+        f"in {elapsed / 60:.1f} minutes. {'**Quick, partial run**: small sizes, few repeats. ' if quick else ''}"
+        f"Machine: {platform.machine()}, {_cores()} cores, Python {platform.python_version()}; {_versions()}.",
+        "",
+        "All times are medians over repeats (the machine is shared and noisy); comparisons in the targets table "
+        "were timed side by side, in interleaved rounds, in one process. Every callable takes NumPy arrays and "
+        "returns NumPy arrays (symjac's output shapes). Max error = max |result − reference| / max(1, max |reference|), "
+        "against HIPS autograd on the same problem source (finite differences where autograd is missing); "
+        "per-sample results are checked on the first 64 samples.",
+        "",
+        "## Targets",
+        "",
+        "| what | target | measured | verdict |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in target_rows(targets)]
+    if targets.get("partial"):
+        out += ["", "**This run was interrupted** (the session's time ran out): targets not measured are marked so, "
+                "and systems whose matrix rows are missing did not run."]
+    out += ["", "Notes:", ""] + _notes(targets) + ["", METHOD, "", "## All problems and products", "", MATRIX_HELP, ""]
+    out += matrix_section(rows, problems)
+    return "\n".join(out) + "\n"
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+METHOD = """How the targets were measured:
+
+- **Threads.** 1-thread figures: `numba.set_num_threads(1)` (symjac and the hand-written kernel, a serial loop)
+  and `XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1` for JAX, set in that
+  child process before anything is imported or timed. "Both cores" switches symjac to `set_num_threads(2)`
+  between interleaved rounds.
+- **Kernel tier.** symjac steady numbers are on the compiled kernel (`.compile(*args)` first); first-call
+  (tape tier) times are the build times in the tables below.
+- **Cold / warm process.** Before the cold measurement one throwaway child (a 10-equation map, its own cache
+  directory) runs so that installation-level caches (symjac's tape interpreter, which Numba caches next to the
+  package) exist. The cold child then gets a fresh, empty `SYMJAC_CACHE_DIR` and times from just before the
+  first symjac call to its result (the default compile mode, `auto`); `import symjac` is timed separately. It
+  then waits for the background kernel compile, so the warm child (same directory) finds it on disk.
+- **Build-time scaling / build time.** Fresh child per size with `set_compile_mode("never")`: the first call's
+  time is trace + differentiate + code generation (+ one tape run), no Numba compile."""
+
+MATRIX_HELP = """Each cell: steady latency per call (or per-sample throughput for `batch`), then the build time —
+the adapter's preparation plus its first call in that system's own fresh process (library import excluded; for
+symjac the first call is answered by the tape interpreter, and "+ N s compile" is the further wait until the
+compiled kernel serves calls; the latency is measured on the kernel) — then the max error. Peers are skipped
+where their builds take minutes (SymPy/SymEngine differentiate expression trees, which swell exponentially on
+the recurrence and the tanh chain; autograd's Python-loop Jacobians on the big problems)."""

@@ -1,0 +1,267 @@
+"""The headline targets, each measured in child processes of its own.
+
+``python -m benchmarks.targets TASK --out FILE [options]`` runs one task and
+writes one JSON object; :func:`run_all` (called by the runner) starts the
+children with the right environment (thread counts, cache directories) and
+collects their results.  Contenders of one comparison are timed side by side
+(interleaved rounds, medians) inside one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import reference, timing
+from .adapters import load
+from .problems import kinetics, lorenz, recurrence, tanh_chain, tridiagonal
+
+ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def _sj_jacobian(f, sparse: bool):
+    import symjac as sj
+
+    return sj.jacobian(f, sparse=True) if sparse else sj.jacobian(f)
+
+
+def _sparse_ok() -> bool:
+    from .adapters.symjac_adapter import sparse_jacobian_supported
+
+    return sparse_jacobian_supported()
+
+
+def _error(problem, product, got, args=None):
+    args = reference.inputs(problem, product) if args is None else args
+    want = reference.reference(problem, product, args)
+    return reference.max_error(reference.checked_part(problem, product, got), want)
+
+
+# ----- tasks (run in a child process) ----------------------------------------------------
+
+
+def task_throughput(opts) -> dict:
+    """Per-sample Lorenz Jacobians: symjac vs hand-written Numba, JAX, SymEngine, at
+    1 thread, then symjac on both cores."""
+    import numba
+
+    import symjac as sj
+
+    p = lorenz(opts.batch)
+    X = p.batch.args[0]
+    numba.set_num_threads(1)
+    V = sj.vmap(sj.jacobian(p.make(np)))
+    V.compile(X)
+    contenders = {"symjac": lambda: V(X)}
+    hand = load("numba").kernels()
+    contenders["numba"] = lambda: hand["lorenz_batch_serial"](X)
+    errors = {name: _error(p, "batch", fn()) for name, fn in contenders.items()}
+    for name in ("jax", "symengine"):
+        adapter = load(name)
+        if adapter is None:
+            continue
+        adapter.setup(1)
+        call = adapter.prepare(p, "batch").call
+        contenders[name] = (lambda c: lambda: c(X))(call)
+        errors[name] = _error(p, "batch", call(X))
+    one = timing.side_by_side(contenders, rounds=opts.rounds)
+
+    def on(threads):
+        def call():
+            numba.set_num_threads(threads)
+            return V(X)
+        return call
+
+    both = timing.side_by_side({"symjac_1": on(1), "symjac_2": on(2)}, rounds=opts.rounds)
+    return {"batch": len(X), "one_thread": one, "both_cores": both, "errors": errors,
+            "tier": V.info(X).tier, "numba_threads_max": numba.config.NUMBA_NUM_THREADS}
+
+
+def task_single(opts) -> dict:
+    """One Jacobian call of the 20-species kinetics (20 inputs), NumPy in and out."""
+    import symjac as sj
+
+    p = kinetics(20)
+    x = p.args[0]
+    J = sj.jacobian(p.make(np))
+    J.compile(x)
+    contenders = {"symjac": lambda: J(x)}
+    for name in ("numba", "jax", "casadi", "symengine", "torch"):
+        adapter = load(name)
+        if adapter is None:
+            continue
+        adapter.setup(None)
+        try:
+            call = adapter.prepare(p, "jacobian").call
+        except Exception:  # no hand-written kernel for this problem
+            continue
+        contenders[name] = (lambda c: lambda: c(x))(call)
+    errors = {name: _error(p, "jacobian", fn()) for name, fn in contenders.items()}
+    return {"n": p.n_in, "times": timing.side_by_side(contenders, rounds=opts.rounds, target=0.02),
+            "errors": errors, "tier": J.info(x).tier}
+
+
+def task_firstcall(opts) -> dict:
+    """Time to the first Jacobian of the tridiagonal map, in this fresh process."""
+    start = time.perf_counter()
+    import symjac as sj
+
+    import_s = time.perf_counter() - start
+    p = tridiagonal(opts.n)
+    f, x = p.make(np), p.args[0]
+    sparse = _sparse_ok()
+    start = time.perf_counter()
+    J = _sj_jacobian(f, sparse)
+    result = J(x)
+    first_s = time.perf_counter() - start
+    tier = J.info(x).tier
+    start = time.perf_counter()
+    sj.wait_for_kernels()
+    return {"n": opts.n, "import_s": import_s, "first_s": first_s, "first_tier": tier,
+            "kernel_wait_s": time.perf_counter() - start, "sparse": sparse,
+            "compile_mode": sj.compile_mode(), "max_error": _error(p, "jacobian", result)}
+
+
+def task_steady(opts) -> dict:
+    """Steady calls of the tridiagonal Jacobian: symjac (sparse if offered) vs peers."""
+    import symjac as sj
+
+    p = tridiagonal(opts.n)
+    x = p.args[0]
+    sparse = _sparse_ok()
+    J = _sj_jacobian(p.make(np), sparse)
+    info = J.compile(x)
+    contenders = {"symjac": lambda: J(x)}
+    errors = {"symjac": _error(p, "jacobian", J(x))}
+    hand = load("numba").kernels()
+    contenders["numba_values"] = lambda: hand["tridiagonal_jacobian_values"](x)
+    contenders["numba_dense"] = lambda: hand["tridiagonal_jacobian"](x)
+    errors["numba_dense"] = _error(p, "jacobian", hand["tridiagonal_jacobian"](x))
+    casadi = load("casadi")
+    if casadi is not None:
+        import casadi as ca
+
+        inputs, expr, _ = casadi.expression(p, "jacobian")
+        F = ca.Function("J", [ca.vertcat(*inputs)], [expr])
+        contenders["casadi_sparse"] = lambda: F(x)
+        errors["casadi_sparse"] = _error(p, "jacobian", F(x).full())
+    jax = load("jax")
+    if jax is not None:
+        jax.setup(None)
+        call = jax.prepare(p, "jacobian").call
+        contenders["jax_dense"] = lambda: call(x)
+        errors["jax_dense"] = _error(p, "jacobian", call(x))
+    times = timing.side_by_side(contenders, rounds=opts.rounds, target=0.02)
+    return {"n": opts.n, "sparse": sparse, "times": times, "errors": errors, "tier": info.tier,
+            "compile_s": info.compile_seconds}
+
+
+def task_build(opts) -> dict:
+    """Trace + differentiate + codegen (compile excluded) of one Jacobian, in this process."""
+    import symjac as sj
+
+    sj.set_compile_mode("never")
+    # one-time process costs (first trace, SymPy's lazy set-up) are not this build's
+    sj.jacobian(lambda z: np.sin(z) * z[0])(np.ones(3))
+    if opts.problem == "tridiagonal":
+        p = tridiagonal(opts.n)
+    else:
+        p = {"recurrence": recurrence, "tanh_chain": tanh_chain}[opts.problem]()
+    f, args = p.make(np), p.args
+    T = _sj_jacobian(f, opts.problem == "tridiagonal" and _sparse_ok()) if opts.product == "jacobian" \
+        else sj.jvp(f)
+    if opts.product == "jvp":
+        args = reference.inputs(p, "jvp")
+    start = time.perf_counter()
+    result = T(*args)
+    seconds = time.perf_counter() - start
+    return {"problem": p.name, "n": p.n_in, "product": opts.product, "seconds": seconds, "n_ops": T.info(*args).n_ops,
+            "max_error": _error(p, opts.product, result, args) if p.n_in <= 1000 else None}
+
+
+TASKS = {"throughput": task_throughput, "single": task_single, "firstcall": task_firstcall,
+         "steady": task_steady, "build": task_build}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("task", choices=sorted(TASKS))
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--problem", default="tridiagonal")
+    parser.add_argument("--product", default="jacobian")
+    opts = parser.parse_args()
+    opts.out.write_text(json.dumps(TASKS[opts.task](opts)))
+
+
+# ----- the parent side ---------------------------------------------------------------------
+
+
+def child(task: str, out_dir: Path, env: dict | None = None, timeout: float = 600, **options) -> dict:
+    """Run one task in a fresh process; its JSON result, or {"error": ...}."""
+    out = out_dir / f"target-{task}-{'-'.join(f'{k}{v}' for k, v in options.items())}.json"
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "benchmarks.targets", task, "--out", str(out)]
+    for key, value in options.items():
+        cmd += [f"--{key}", str(value)]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                              timeout=timeout, cwd=Path(__file__).resolve().parent.parent)
+    except subprocess.TimeoutExpired:
+        return {"error": f"did not finish in {timeout:.0f} s"}
+    if done.returncode != 0 or not out.exists():
+        return {"error": (done.stderr or done.stdout)[-1500:]}
+    result = json.loads(out.read_text())
+    result["process_s"] = time.perf_counter() - start
+    return result
+
+
+def run_all(out_dir: Path, quick: bool, log=print) -> dict:
+    rounds = 5 if quick else 9
+    scratch = Path(tempfile.mkdtemp(prefix="symjac-bench-", dir=out_dir))
+    one_thread = {"XLA_FLAGS": ONE_THREAD_XLA, "SYMJAC_CACHE_DIR": str(scratch / "throughput")}
+    results: dict = {}
+    log("target: Lorenz per-sample Jacobians (1 thread, both cores)")
+    results["throughput"] = child("throughput", out_dir, one_thread, rounds=rounds)
+    if not quick:  # diagnostic: the same under Numba's workqueue threading layer
+        results["throughput_workqueue"] = child("throughput", out_dir, {**one_thread, "NUMBA_THREADING_LAYER": "workqueue"},
+                                                rounds=rounds)
+    log("target: single-point Jacobian, 20 inputs")
+    results["single"] = child("single", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "single")}, rounds=rounds)
+    log("target: cold and warm process, 1,000-equation tridiagonal Jacobian")
+    n = 100 if quick else 1000  # the quick run skips the 1,000-equation kernel compile
+    results["throwaway"] = child("firstcall", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "throwaway")}, n=10)
+    cache = {"SYMJAC_CACHE_DIR": str(scratch / "tridiagonal")}
+    results["cold"] = child("firstcall", out_dir, cache, timeout=900, n=n)
+    results["warm"] = child("firstcall", out_dir, cache, timeout=900, n=n)
+    log("target: steady 1,000-equation Jacobian call")
+    results["steady"] = child("steady", out_dir, cache, timeout=900, n=n, rounds=rounds)
+    log("target: build-time scaling")
+    sizes = (100, 1000) if quick else (100, 1000, 10_000)
+    limit = 60 if quick else 120
+    results["scaling"] = {
+        product: {size: child("build", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "scaling")}, timeout=limit,
+                              problem="tridiagonal", product=product, n=size) for size in sizes}
+        for product in ("jacobian", "jvp")
+    }
+    log("target: Jacobian build time of the recurrence and the tanh network")
+    results["build"] = {name: child("build", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "build")},
+                                    problem=name, n=0)
+                        for name in ("recurrence", "tanh_chain")}
+    results["quick"] = quick
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The benchmark harness runs end to end on one tiny problem and writes a
+well-formed report.  Needs only symjac, NumPy and Numba (the reference falls
+back to finite differences without autograd); kernels are not compiled, so
+it takes seconds.  Benchmark numbers themselves are not tested here."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import symjac as sj  # noqa: E402
+from benchmarks import matrix, reference, report  # noqa: E402
+from benchmarks.problems import PRODUCTS, lorenz  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    problem = lorenz(batch=50)
+    cfg = {**matrix.config(quick=True), "repeats": 1, "time_budget": 0.2, "kernel_budget": 0.0}
+    out = tmp_path_factory.mktemp("bench") / "matrix.jsonl"
+    with sj.compiling("never"):
+        matrix.run("symjac", [problem], cfg, out)
+    rows = [__import__("json").loads(line) for line in out.read_text().splitlines()]
+    return problem, rows
+
+
+def test_every_product_is_measured_and_correct(run):
+    problem, rows = run
+    measured = {r["product"]: r for r in rows if "product" in r}
+    assert set(measured) == set(problem.products)
+    for product, r in measured.items():
+        assert "error" not in r, r
+        assert r["latency_s"] > 0 and r["build_s"] > 0
+        assert r["max_error"] < 1e-12, (product, r["max_error"])
+        assert r["tier"].startswith("tape")  # compile mode "never": served by the interpreter
+    assert measured["batch"]["batch_size"] == 50 and measured["batch"]["throughput"] > 0
+
+
+def test_report_is_well_formed(run):
+    problem, rows = run
+    text = report.render(rows, {}, [problem], quick=True, elapsed=1.0)
+    assert text.startswith("# symjac benchmark results")
+    assert "## Targets" in text and "## All problems and products" in text
+    table = text[text.index("### lorenz"):].splitlines()
+    header = next(line for line in table if line.startswith("| system |"))
+    assert header.split("|")[2:-1] == [f" {p} " for p in PRODUCTS if p in problem.products]
+    symjac_row = next(line for line in table if line.startswith("| symjac |"))
+    cells = symjac_row.split("|")[2:-1]
+    assert len(cells) == len(problem.products)
+    assert all("err" in c and "build" in c for c in cells), symjac_row
+
+
+def test_max_error_catches_a_wrong_result():
+    problem = lorenz(batch=4)
+    want = reference.reference(problem, "jacobian", problem.args)
+    assert reference.max_error(want, want) == 0.0
+    wrong = want.copy()
+    wrong[1, 2] += 1.0
+    assert reference.max_error(wrong, want) > 0.01
+    assert reference.max_error(np.zeros((3, 4)), want) == float("inf")  # wrong size
+
+
+def test_finite_difference_reference_without_autograd(monkeypatch):
+    problem = lorenz(batch=4)
+    x, y, z = problem.args[0]
+    exact = np.array([[-10.0, 10.0, 0.0], [28.0 - z, -1.0, -x], [y, x, -8.0 / 3.0]])
+    monkeypatch.setattr(reference, "_with_autograd", lambda: None)
+    assert reference.max_error(reference.reference(problem, "jacobian", problem.args), exact) < 1e-6

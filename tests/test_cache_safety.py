@@ -1,0 +1,195 @@
+"""The disk cache cannot hurt the user: damaged, foreign, unwritable or
+untrusted caches fall back to rebuilding and never give a wrong result; the
+cache only executes files the user owns whose content matches their name;
+concurrent first calls build once."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac import _compile, _dispatch
+
+X = np.linspace(0.1, 1.0, 5)
+
+
+def make_f():
+    def f(x):  # a fresh function each time: nothing in memory to reuse
+        return np.sin(x) * np.roll(x, 1) + x ** 3
+
+    return f
+
+
+WANT = sj.jacobian(make_f())(X)
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    """A private, empty cache directory; kernels compiled synchronously."""
+    monkeypatch.setenv("SYMJAC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_compile, "_fallback_dir", None)
+    monkeypatch.setattr(_compile, "_warned", set())
+    sj.clear_caches()
+    with sj.compiling("sync"):
+        yield tmp_path / "cache"
+    sj.clear_caches()
+
+
+def kernel_files(cache_root):
+    return sorted((cache_root / "kernels").glob("*.py"))
+
+
+def fresh_call():
+    """Forget everything in memory, then compute the Jacobian again."""
+    sj.clear_caches()
+    J = sj.jacobian(make_f())
+    return J(X), J.info(X)
+
+
+def test_a_tampered_kernel_file_is_refused_and_regenerated(cache):
+    first, _ = fresh_call()
+    (path,) = kernel_files(cache)
+    good = path.read_text()
+    path.write_text(good.replace("np.sin", "np.cos"))  # same name, other content
+    again, info = fresh_call()
+    np.testing.assert_array_equal(again, first)
+    assert info.tier == "kernel" and path.read_text() == good
+
+
+def test_a_truncated_kernel_file_is_regenerated(cache):
+    fresh_call()
+    (path,) = kernel_files(cache)
+    good = path.read_text()
+    path.write_text(good[: len(good) // 2])
+    again, info = fresh_call()
+    np.testing.assert_array_equal(again, WANT)
+    assert info.tier == "kernel" and path.read_text() == good
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="changing a file's owner needs root")
+def test_a_kernel_file_owned_by_someone_else_is_not_executed(cache):
+    fresh_call()
+    (path,) = kernel_files(cache)
+    path.write_text(path.read_text() + "\nraise SystemExit('foreign code ran')\n")
+    os.chown(path, 12345, 12345)
+    again, info = fresh_call()
+    np.testing.assert_array_equal(again, WANT)
+    assert path.stat().st_uid == os.getuid() and "foreign" not in path.read_text()
+
+
+def test_corrupted_numba_cache_files_are_rebuilt_with_a_warning(cache):
+    fresh_call()
+    numba_files = list((cache / "kernels" / "__pycache__").glob("*.nb*"))
+    assert numba_files
+    for p in numba_files:
+        p.write_bytes(p.read_bytes()[:40])
+    with pytest.warns(RuntimeWarning, match="could not be read"):
+        again, info = fresh_call()
+    np.testing.assert_array_equal(again, WANT)
+    assert info.tier == "kernel"
+
+
+def test_a_cache_directory_others_can_write_is_not_used(cache):
+    (cache / "kernels").mkdir(parents=True)
+    os.chmod(cache, 0o777)
+    with pytest.warns(RuntimeWarning, match="not usable"):
+        again, info = fresh_call()
+    np.testing.assert_array_equal(again, WANT)
+    assert not info.path.startswith(str(cache))
+
+
+@pytest.mark.skipif(os.getuid() == 0, reason="root can write into read-only directories")
+def test_a_read_only_cache_directory_falls_back(cache):
+    (cache / "kernels").mkdir(parents=True)
+    os.chmod(cache / "kernels", 0o500)
+    try:
+        with pytest.warns(RuntimeWarning):
+            again, _ = fresh_call()
+        np.testing.assert_array_equal(again, WANT)
+    finally:
+        os.chmod(cache / "kernels", 0o700)
+
+
+def test_a_missing_cache_directory_is_recreated(cache):
+    fresh_call()
+    import shutil
+
+    shutil.rmtree(cache)
+    again, info = fresh_call()
+    np.testing.assert_array_equal(again, WANT)
+    assert info.tier == "kernel" and kernel_files(cache)
+
+
+def test_a_full_disk_leaves_the_tape_serving_correct_results(cache, monkeypatch):
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_compile.tempfile, "mkstemp", no_space)
+    with pytest.warns(RuntimeWarning, match="cannot write kernel files"):
+        again, info = fresh_call()
+    np.testing.assert_array_equal(again, WANT)
+    assert info.tier == "tape" and "No space left" in info.error
+
+
+def test_entries_from_another_version_are_ignored(cache):
+    fresh_call()
+    programs = cache / "programs"
+    for meta in programs.glob("*.json"):
+        meta.write_text(meta.read_text().replace('"format": 1', '"format": 999'))
+    for marker in (cache / "kernels").glob("*.ok"):
+        marker.write_text("0.0.0 1.0\n")  # compiled by another Numba
+    before = sj.cache_info().warm_starts
+    again, info = fresh_call()
+    np.testing.assert_array_equal(again, WANT)
+    assert sj.cache_info().warm_starts == before and info.tier == "kernel"
+
+
+def test_eight_threads_calling_a_new_transform_at_once_build_it_once(cache):
+    f = make_f()
+    results, errors = [None] * 8, []
+    barrier = threading.Barrier(8)
+
+    def call(i):
+        try:
+            barrier.wait()
+            results[i] = sj.jacobian(f)(X)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    before = sj.cache_info()
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r in results:
+        np.testing.assert_array_equal(r, WANT)
+    after = sj.cache_info()
+    assert after.misses == before.misses + 1
+    assert after.compiles + after.disk_loads == before.compiles + before.disk_loads + 1
+
+
+_RACE = """
+import numpy as np, symjac as sj
+sj.set_compile_mode("sync")
+def f(x):
+    return np.sin(x) * np.roll(x, 1) + x ** 3
+J = sj.jacobian(f)(np.linspace(0.1, 1.0, 5))
+print(J.tobytes().hex())
+"""
+
+
+def test_several_processes_compiling_the_same_kernel_at_once(cache):
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-c", _RACE], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert out.strip().splitlines()[-1] == WANT.tobytes().hex()
+    assert not list((cache / "kernels").glob(".*.tmp")), "no half-written files are left behind"

@@ -1,0 +1,118 @@
+"""Bounded resources: runaway traces, dense results and batches stop with a
+clear error before the work; in-memory kernels are evicted past a limit;
+memory stays flat over millions of calls."""
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac import _config, _graph, _vmap
+
+
+@pytest.fixture()
+def limits():
+    saved = vars(_config.LIMITS).copy()
+    _graph._check_size.warned = False
+    with sj.compiling("never"):
+        yield sj.set_limits
+    vars(_config.LIMITS).update(saved)
+    _graph._check_size.warned = False
+
+
+def long_loop(x):
+    for _ in range(40_000):
+        x = np.sin(x) + 1.0
+    return x
+
+
+def test_a_runaway_trace_stops_with_a_clear_error(limits):
+    limits(max_nodes=65_536 * 2)
+    start = time.perf_counter()
+    with pytest.raises(sj.ResourceLimitError, match="static_argnums") as info:
+        sj.jit(long_loop)(np.ones(2))
+    assert isinstance(info.value, MemoryError)
+    assert time.perf_counter() - start < 30
+
+
+def test_a_large_trace_warns(limits):
+    limits(warn_nodes=65_536, max_nodes=10**9)
+    with pytest.warns(ResourceWarning, match="nodes"):
+        sj.jit(lambda x: long_loop(x[:1]))(np.ones(2))
+
+
+def test_a_huge_dense_result_asks_for_sparse(limits):
+    limits(max_dense_entries=100)
+    f = lambda x: np.sin(x) * np.roll(x, 1)  # noqa: E731
+    with pytest.raises(sj.ResourceLimitError, match="sparse=True"):
+        sj.jacobian(f)(np.ones(20))
+    with pytest.raises(sj.ResourceLimitError, match="Hessian"):
+        sj.hessian(lambda x: np.sum(f(x)))(np.ones(20))
+    assert sj.jacobian(f, sparse=True)(np.ones(20)).nnz == 40
+
+
+def test_programs_in_memory_are_evicted_least_recently_used(limits):
+    limits(max_kernels=3)
+    f = lambda x: np.cos(x) * x  # noqa: E731
+    J = sj.jacobian(f)
+    before = sj.cache_info()
+    for n in (2, 3, 4, 5, 6):
+        J(np.ones(n))
+    after = sj.cache_info()
+    assert after.entries <= 3 and after.evictions - before.evictions >= 2
+    np.testing.assert_allclose(J(np.full(2, 0.5)), np.eye(2) * (np.cos(0.5) - 0.5 * np.sin(0.5)))
+
+
+def test_a_batch_that_cannot_fit_is_refused_before_allocating(limits, monkeypatch):
+    monkeypatch.setattr(_vmap, "_available_memory", lambda: 10_000)
+    with pytest.raises(sj.ResourceLimitError, match="GB for its outputs"):
+        sj.vmap(sj.jacobian(lambda x: np.sin(x)))(np.ones((1000, 4)))
+
+
+def test_limits_are_validated():
+    with pytest.raises(ValueError):
+        sj.set_limits(max_kernels=0)
+
+
+def _rss() -> int:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_soak_millions_of_calls_across_many_shapes_keep_memory_flat(limits):
+    """A few minutes of calls (SYMJAC_SOAK_SECONDS, default 180): first
+    millions of calls over 20 shapes that all fit in memory, then a phase
+    with room for only 16 of 80 programs, so they are evicted and rebuilt
+    again and again.  Memory must stay flat in both."""
+    seconds = float(os.environ.get("SYMJAC_SOAK_SECONDS", 180))
+    f = lambda x: np.tanh(x) * np.roll(x, 1) + x.sum()  # noqa: E731
+    J, G = sj.jacobian(f), sj.grad(lambda x: np.sum(f(x)))
+    rng = np.random.default_rng(0)
+
+    def run(shapes, duration):
+        def burst(calls):
+            for _ in range(calls):
+                x = shapes[rng.integers(len(shapes))]
+                J(x)
+                G(x)
+
+        burst(2_000)  # warm up: every shape built
+        baseline, calls, start = _rss(), 0, time.perf_counter()
+        while time.perf_counter() - start < duration:
+            burst(2_000)
+            calls += 4_000
+        return calls, _rss() - baseline
+
+    limits(max_kernels=64)
+    hits, hit_growth = run([np.linspace(0, 1, n) for n in range(2, 22)], 0.7 * seconds)
+    limits(max_kernels=16)
+    churn, churn_growth = run([np.linspace(0, 1, n) for n in range(2, 42)], 0.3 * seconds)
+    print(f"soak: {hits:,} calls with programs in memory (RSS growth {hit_growth / 1e6:.1f} MB), "
+          f"{churn:,} calls evicting and rebuilding (RSS growth {churn_growth / 1e6:.1f} MB), "
+          f"{sj.cache_info().evictions:,} evictions")
+    assert hits >= 100_000 and churn >= 1_000
+    assert hit_growth < 20e6 and churn_growth < 50e6
