@@ -4,11 +4,11 @@ with SciPy's BDF: where the Jacobian comes from, side by side in one run.
 * SciPy's default: dense finite differences (``jac=None``), 2N function calls per Jacobian;
 * SciPy's finite differences given symjac's pattern (``jac_sparsity``), column groups;
 * JAX: ``jax.jit(jax.jacfwd(f))``, a dense 2N x 2N Jacobian;
-* symjac: ``sj.scipy.ode(f)``, compiled ``fun`` and the exact sparse (CSC) ``jac``,
-  from a cold cache (build included), with the NumPy function as ``fun``
-  (``compile_fun=False``: only the Jacobian is built), and in a second process
-  that reads the programs the first one saved (kernels still compiling are
-  not waited for: large ones take minutes, and the tape serves meanwhile).
+* symjac: ``sj.scipy.ode(f)``, the exact sparse (CSC) ``jac`` (``fun`` is ``f``),
+  from a cold cache (build included); with ``fun`` compiled too
+  (``compile_fun=True``); and in a second process that reads the programs
+  the first one saved (kernels still compiling are not waited for: large
+  ones take minutes, and the tape serves meanwhile).
 
 Every variant runs in a fresh process (cold caches; JAX's compile and symjac's
 build are inside the measured time; imports are not) and reports its total
@@ -45,9 +45,9 @@ VARIANTS = {
     "fd-dense": "SciPy default: dense finite differences",
     "fd-sparse": "SciPy finite differences + symjac's jac_sparsity",
     "jax-dense": "JAX jit(jacfwd) dense jac",
-    "symjac-cold": "symjac: compiled fun + sparse jac, cold cache",
-    "symjac-jac-only": "symjac: sparse jac, NumPy fun (compile_fun=False), cold cache",
-    "symjac-warm": "symjac: compiled fun + sparse jac, programs from a previous process",
+    "symjac-cold": "symjac sj.scipy.ode(f): sparse jac, cold cache",
+    "symjac-compiled-fun": "symjac, fun compiled too (compile_fun=True), cold cache",
+    "symjac-warm": "symjac sj.scipy.ode(f), programs from a previous process",
 }
 
 
@@ -101,7 +101,7 @@ def _measure(variant: str, n: int) -> dict:
         options["jac"] = lambda t, y, *p: numpy.asarray(jac(t, y, *p))
         options["jac"](0.0, y0, *PARAMS)  # compile
     elif variant.startswith("symjac"):
-        rhs = sj.scipy.ode(f, compile_fun=variant != "symjac-jac-only")
+        rhs = sj.scipy.ode(f, compile_fun=variant == "symjac-compiled-fun")
         options = rhs.options("BDF", y0, PARAMS)
         rhs.jac(0.0, y0, *PARAMS)
     built = time.perf_counter()

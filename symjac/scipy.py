@@ -69,11 +69,11 @@ class ODE:
     """``fun``, ``jac`` and ``jac_sparsity`` of a right-hand side ``f(t, y, *params)``
     for ``scipy.integrate.solve_ivp`` (see :func:`ode`)."""
 
-    def __init__(self, f: Callable, sparse: bool | None = None, compile_fun: bool = True):
+    def __init__(self, f: Callable, sparse: bool | None = None, compile_fun: bool = False):
         self.f = f
         self.sparse = sparse
-        #: ``fun(t, y, *params)``: the right-hand side, compiled (or ``f`` itself
-        #: with ``compile_fun=False``); shape ``(n,)``.
+        #: ``fun(t, y, *params)``: ``f`` itself, or compiled with
+        #: ``compile_fun=True``; shape ``(n,)``.
         self.fun = jit(f) if compile_fun else f
         self._jacobian = jacobian(f, argnums=1, sparse=True, format="csc")
         self._dense: dict = {}  # argument shapes -> return the Jacobian dense
@@ -152,13 +152,14 @@ class ODE:
         return {**opts, "jac": lambda t, y, *params: self._jacobian(t, y, *params).toarray()}
 
 
-def ode(f: Callable, *, sparse: bool | None = None, compile_fun: bool = True) -> ODE:
+def ode(f: Callable, *, sparse: bool | None = None, compile_fun: bool = False) -> ODE:
     """Adapt a right-hand side ``f(t, y, *params)`` to ``scipy.integrate.solve_ivp``.
 
     ``f`` is plain NumPy code returning ``dy/dt`` with ``y``'s shape ``(n,)``.
-    The result's ``fun(t, y, *params)`` is ``f`` compiled (``compile_fun=False``:
-    ``f`` itself, for vectorised NumPy code that is already fast, which saves
-    building a second program), ``jac(t, y, *params)``
+    The result's ``fun(t, y, *params)`` is ``f`` itself (``compile_fun=True``
+    compiles it: worth it for right-hand sides with slow Python loops; for
+    vectorised NumPy code it only adds a build, and the solver's own
+    per-step overhead dwarfs what it saves per call), ``jac(t, y, *params)``
     its exact Jacobian ``∂f/∂y`` (``(n, n)``; a ``csc_matrix`` when at most
     10 % of it is structurally nonzero, else an ndarray; ``sparse=True`` /
     ``False`` forces one), and ``jac_sparsity(t, y, *params)`` its pattern.
@@ -180,11 +181,12 @@ def ode(f: Callable, *, sparse: bool | None = None, compile_fun: bool = True) ->
 
 
 def solve_ivp(f: Callable, t_span, y0, method: str = "BDF", args: Sequence = (),
-              sparse: bool | None = None, **options):
+              sparse: bool | None = None, compile_fun: bool = False, **options):
     """``scipy.integrate.solve_ivp`` with symjac's compiled ``fun`` and exact ``jac``.
 
     Takes ``f(t, y, *args)`` and SciPy's arguments (``method`` defaults to
-    BDF, since a Jacobian is what stiff solvers need); returns SciPy's result.
+    BDF, since a Jacobian is what stiff solvers need; ``sparse`` and
+    ``compile_fun`` as for :func:`ode`); returns SciPy's result.
 
     >>> import numpy as np, symjac as sj
     >>> sol = sj.scipy.solve_ivp(lambda t, y: -50 * (y - np.cos(t)), (0, 1), [0.0], rtol=1e-8)
@@ -192,7 +194,7 @@ def solve_ivp(f: Callable, t_span, y0, method: str = "BDF", args: Sequence = (),
     (True, 0.55691)
     """
     y0 = np.asarray(y0, dtype=float)
-    opts = ode(f, sparse=sparse).options(method, y0, args, t0=float(t_span[0]))
+    opts = ode(f, sparse=sparse, compile_fun=compile_fun).options(method, y0, args, t0=float(t_span[0]))
     return scipy.integrate.solve_ivp(t_span=t_span, y0=y0, **opts, **options)
 
 

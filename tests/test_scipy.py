@@ -50,7 +50,6 @@ def heat_jac(t, y, c):
 def test_ode_jacobian_is_exact_and_dense_for_a_small_system():
     rhs = sjs.ode(robertson)
     y = np.array([0.7, 2e-5, 0.3])
-    np.testing.assert_allclose(rhs.fun(0.0, y, *RATES), robertson(0.0, y, *RATES), rtol=1e-15)
     J = rhs.jac(0.0, y, *RATES)
     assert isinstance(J, np.ndarray) and J.shape == (3, 3)
     np.testing.assert_allclose(J, robertson_jac(0.0, y, *RATES), rtol=1e-15)
@@ -65,12 +64,15 @@ def test_ode_jacobian_is_csc_where_the_pattern_is_sparse():
     assert isinstance(sjs.ode(robertson, sparse=True).jac(0.0, np.ones(3), *RATES), sps.csc_matrix)
 
 
-def test_compile_fun_false_hands_scipy_the_function_itself():
-    rhs = sjs.ode(heat, compile_fun=False)
-    assert rhs.fun is heat
+def test_fun_is_f_itself_unless_compiled():
     y0 = np.linspace(0, 1, 50)
+    rhs = sjs.ode(heat)
+    assert rhs.fun is heat
     opts = rhs.options("BDF", y0, (4.0,))
     assert opts["fun"] is heat and isinstance(opts["jac"](0.0, y0, 4.0), sps.csc_matrix)
+    compiled = sjs.ode(robertson, compile_fun=True)
+    assert isinstance(compiled.fun, sj.Transform)
+    np.testing.assert_array_equal(compiled.fun(0.0, np.ones(3), *RATES), robertson(0.0, np.ones(3), *RATES))
 
 
 def test_jac_sparsity_and_bands():
