@@ -66,6 +66,10 @@ class _Signature:
     def n_params(self) -> int | None:
         return None if self.varargs else len(self.params)
 
+    @property
+    def n_required(self) -> int:
+        return sum(p.default is p.empty for p in self.params)
+
     def names(self, n: int) -> list[str]:
         names = [p.name for p in self.params[:n]]
         return names + [f"arg{i}" for i in range(len(names), n)]
@@ -159,7 +163,10 @@ class Transform:
             except AttributeError:
                 pass
         self.__wrapped__ = fn
-        self._arity = self.n_params
+        # calls with a number of positional arguments in this range need no
+        # binding (defaults left out stay defaults)
+        n = self.n_params
+        self._arity = range(self.n_required, (n if n is not None else 1 << 30) + 1)
 
     # ----- signature ---------------------------------------------------------------
 
@@ -167,6 +174,11 @@ class Transform:
     def n_params(self) -> int | None:
         n = self.fn.n_params if isinstance(self.fn, Transform) else self._signature.n_params
         return None if n is None else n + self.n_extra
+
+    @property
+    def n_required(self) -> int:
+        inner = self.fn.n_required if isinstance(self.fn, Transform) else self._signature.n_required
+        return inner + self.n_extra
 
     def bind(self, args: tuple, kwargs: dict) -> tuple:
         n = len(args) - self.n_extra
@@ -201,7 +213,7 @@ class Transform:
     # ----- calling ------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        if kwargs or len(args) != self._arity:
+        if kwargs or len(args) not in self._arity:
             args = self.bind(args, kwargs)
         for a in args:  # fast path: plain arrays and numbers are never traced
             if type(a) not in _PLAIN:

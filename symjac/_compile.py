@@ -180,12 +180,16 @@ def signature(n_inputs_ndims: list[int], n_outputs_ndims: list[int], dtype: np.d
     return types.none(*inputs, *outputs)
 
 
-def compile_kernel(dispatcher, sig) -> tuple[float, bool]:
-    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk).
+def compile_kernel(dispatcher, sig) -> tuple[float, bool | None]:
+    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk),
+    or (0.0, None) if this process already has it (another program with the
+    same kernel loaded it).
 
     Numba raises on a corrupted cache entry instead of recompiling; symjac
     then empties that function's Numba cache and compiles again.
     """
+    if tuple(sig.args) in dispatcher.overloads:
+        return 0.0, None
     start = time.perf_counter()
     try:
         try:

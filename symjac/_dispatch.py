@@ -250,6 +250,7 @@ class Compiled:
             and all(k is None for _, k in self.leaves)
         )
         self._arg_index = [(i, bool(s)) for (i, _), s in zip(self.leaves, self.spec_shapes)]
+        self._single = self._arg_index[0][0] if len(self._arg_index) == 1 else None
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         self.kernel = None
         self.last_used = 0
@@ -303,10 +304,11 @@ class Compiled:
                 self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
                 return
             _compile.mark_compiled(self.path, seconds)
+            dispatcher.disable_compile()  # other argument types raise TypeError: we convert them
             STATS.compile_seconds += seconds
             if from_disk:
                 STATS.disk_loads += 1
-            else:
+            elif from_disk is False:
                 STATS.compiles += 1
             self.compile_seconds = seconds
             self.kernel = dispatcher
@@ -332,24 +334,36 @@ class Compiled:
     def __call__(self, args: Sequence):
         kernel = self.kernel
         if kernel is not None and self._fast:
-            dtype = self.dtype
-            inputs = []
-            for i, is_array in self._arg_index:
-                a = args[i]
-                if not is_array:
-                    a = dtype.type(a)
-                elif type(a) is not np.ndarray or a.dtype is not dtype or not a.flags.c_contiguous:
-                    a = np.ascontiguousarray(a, dtype=dtype)
-                elif not a.flags.writeable:
-                    a = a.copy()
-                inputs.append(a)
-            out = np.zeros(self._out_shape, dtype=dtype)
-            kernel(*inputs, out)
+            out = np.zeros(self._out_shape, dtype=self.dtype)
+            try:
+                # Numba checks the argument types itself (compiling is disabled
+                # once the kernel is loaded, so a mismatch raises TypeError)
+                if self._single is not None:
+                    kernel(args[self._single], out)
+                else:
+                    kernel(*[args[i] for i, _ in self._arg_index], out)
+            except TypeError:  # another layout, dtype, read-only, a list...: convert
+                kernel(*self._converted(args), out)
             STATS.kernel_calls += 1
             if self.template is not None:
                 return self.template.wrap(out)
             return out if self.out_shapes[0] else out[0]
         return self._call(args)
+
+    def _converted(self, args: Sequence) -> list:
+        """The kernel's inputs as exactly the types it was compiled for."""
+        dtype = self.dtype
+        inputs = []
+        for i, is_array in self._arg_index:
+            a = args[i]
+            if not is_array:
+                a = dtype.type(a)
+            else:
+                a = np.ascontiguousarray(a, dtype=dtype)
+                if not a.flags.writeable:
+                    a = a.copy()
+            inputs.append(a)
+        return inputs
 
     def _call(self, args: Sequence):
         dtype = self.dtype

@@ -118,11 +118,13 @@ class _BatchProgram:
                 self.error = f"{type(exc).__name__}: {exc}"
                 return
             _compile.mark_compiled(self.path, seconds)
+            serial.disable_compile()
+            dispatcher.disable_compile()
             self.serial = serial
             _dispatch.STATS.compile_seconds += seconds
             if from_disk:
                 _dispatch.STATS.disk_loads += 1
-            else:
+            elif from_disk is False:
                 _dispatch.STATS.compiles += 1
             self.kernel = dispatcher
             self.state = "ready"
@@ -289,7 +291,7 @@ class Batched:
     def __call__(self, *args, **kwargs):
         plan_key = (len(args), tuple(kwargs))
         axes = self._plans.get(plan_key)
-        if axes is None or kwargs or len(args) != self.inner._arity:
+        if axes is None or kwargs or len(args) not in self.inner._arity:
             args, axes = self._bind(args, kwargs)
             self._plans[plan_key] = axes
         if not all(type(a) in _PLAIN for a in args):
