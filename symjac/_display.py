@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 import sympy as sp
+from sympy.core.basic import Basic
+from sympy.functions.elementary.piecewise import ExprCondPair
 
 from . import _dispatch
 from . import _graph as g
@@ -46,16 +48,29 @@ def _rebuild(roots: list, memo: dict, name: Callable) -> None:
     """Fill ``memo[node]`` for every node under ``roots`` not already there;
     ``name(node, expr)`` may return a Symbol standing for ``expr``."""
     for node in g.topo_order(roots, done=memo):
-        get = memo.get
-        if node.func is g.SafeMul:  # shown as what it computes
-            a, b = (get(x, x) for x in node.args)
-            expr = sp.Piecewise((0, sp.Eq(a, 0)), (a * b, True))
-        elif node.func is g.Piecewise:
-            pairs = [(get(p.args[0], p.args[0]), get(p.args[1], p.args[1])) for p in node.args]
-            expr = sp.Piecewise(*pairs)
-        else:
-            expr = node.func(*(get(a, a) for a in node.args))
+        try:
+            expr = _evaluated(node, memo.get)
+        except RecursionError:
+            # SymPy's evaluation recurses through deep nests (Piecewise inside
+            # Piecewise...): show such a node as built, over shown children
+            expr = _unevaluated(node, memo.get)
         memo[node] = name(node, expr)
+
+
+def _evaluated(node, get):
+    if node.func is g.SafeMul:  # shown as what it computes
+        a, b = (get(x, x) for x in node.args)
+        return sp.Piecewise((0, sp.Eq(a, 0)), (a * b, True))
+    if node.func is g.Piecewise:
+        return sp.Piecewise(*[(get(p.args[0], p.args[0]), get(p.args[1], p.args[1])) for p in node.args])
+    return node.func(*(get(a, a) for a in node.args))
+
+
+def _unevaluated(node, get):
+    if node.func is g.Piecewise:
+        pairs = [Basic.__new__(ExprCondPair, get(p.args[0], p.args[0]), get(p.args[1], p.args[1])) for p in node.args]
+        return Basic.__new__(sp.Piecewise, *pairs)
+    return g._raw(node.func, tuple(get(a, a) for a in node.args))
 
 
 def to_sympy(result):

@@ -147,3 +147,26 @@ def test_printing_again_with_another_limit_gives_the_same_lines():
     full = shown.text(limit=None)
     assert shown.text(limit=3) == short
     assert full.splitlines()[:5] == short.splitlines()[:5]
+
+
+def test_symbolic_survives_sympy_recursing_too_deep():
+    """SymPy's evaluation of deeply nested Piecewise expressions can exceed the
+    recursion limit (seen by the fuzz suite); such nodes are shown unevaluated
+    rather than crashing .symbolic()."""
+    import sys
+
+    def nested(x):
+        y = x
+        for k in range(60):
+            y = np.where(y > k * 0.01, np.sin(y), y * 0.5)
+        return y
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(120)
+    try:
+        expr = sj.jit(nested).symbolic(np.zeros(1))
+    finally:
+        sys.setrecursionlimit(old)
+    assert expr.has(sp.Piecewise)
+    x = sp.Symbol("x_0", real=True)
+    assert abs(float(expr[0].subs(x, 0.3)) - float(nested(np.array([0.3]))[0])) < 1e-12
