@@ -49,10 +49,21 @@ from ._errors import (
     UnsupportedOperationError as UnsupportedOperationError,
 )
 from ._explain import explain as explain
+from ._from_sympy import from_sympy as from_sympy
 from ._primitives import supported_operations as supported_operations
 from ._vmap import vmap as vmap
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # symjac.scipy needs SciPy: import it only when it is asked for (sj.scipy.ode)
+    if name == "scipy":
+        import importlib
+
+        return importlib.import_module(".scipy", __name__)
+    raise AttributeError(f"module 'symjac' has no attribute {name!r}")
+
 
 from ._tape import start_preload as _start_preload
 

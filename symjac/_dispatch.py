@@ -395,7 +395,9 @@ class Compiled:
         for out, shape, odt in zip(outs, self.out_shapes, self.out_dtypes):
             if odt != dtype:
                 out = out.astype(odt)
-            results.append(out.reshape(shape)[()] if shape == () else out.reshape(shape))
+            # slots hold max(1, size) entries: an output with no entries (the sparse
+            # Jacobian of a constant) takes none of its slot
+            results.append(out.reshape(shape)[()] if shape == () else out[: int(np.prod(shape))].reshape(shape))
         return _fill(self.template, iter(results))
 
 

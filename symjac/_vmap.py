@@ -201,6 +201,11 @@ def _bounded_put(table: dict, key, value) -> None:
         del table[next(iter(table))]
 
 
+def _has_dask_array(args) -> bool:
+    """A dask array among the arguments (checked without importing dask)."""
+    return any(type(p).__module__.startswith("dask.") for a in args for p in (a if isinstance(a, tuple) else (a,)))
+
+
 def _moved(a, ax):
     """The argument with its batch axis first."""
     if isinstance(a, tuple):
@@ -289,10 +294,13 @@ class Batched:
         if axes is None or kwargs or len(args) not in self.inner._arity:
             args, axes = self._bind(args, kwargs)
             self._plans[plan_key] = axes
-        if not all(type(a) in _PLAIN for a in args) and any(
-            is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args
-        ):
-            return self._symbolic(args, axes, self._split(args, axes))
+        if not all(type(a) in _PLAIN for a in args):
+            if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
+                return self._symbolic(args, axes, self._split(args, axes))
+            if _has_dask_array(args):
+                from ._dask import vmap_dask
+
+                return vmap_dask(self, args, axes)
         batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes)]
         key = (_dispatch.call_key(batch_args, self.inner.static_argnums), tuple(axes))
         program = self._entries.get(key)
@@ -386,7 +394,9 @@ def vmap(fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None) -> 
     samples); results gain a batch axis at ``out_axes``.  The loop runs inside
     one compiled kernel over both cores; ``chunk_size`` bounds the temporary
     input copies for huge batches.  ``vmap(jacobian(f))(X)`` with ``X`` of shape
-    ``(B, D)`` gives per-sample Jacobians ``(B, out, D)``.
+    ``(B, D)`` gives per-sample Jacobians ``(B, out, D)``.  Given a
+    ``dask.array`` (the ``dask`` extra), it returns one, computed chunk by
+    chunk on Dask's workers, which receive the program, never ``fn``.
 
     >>> import numpy as np, symjac as sj
     >>> X = np.array([[1.0, 2.0], [3.0, 4.0]])

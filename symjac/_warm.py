@@ -106,17 +106,16 @@ def _template_from_json(obj, arrays):
     return tuple(_template_from_json(t, arrays) for t in obj)
 
 
-def save(key: str, compiled) -> None:
-    """Store ``compiled``'s program under ``key`` (atomically; failures are ignored:
-    the cache is an optimisation)."""
-    if compiled.path is None:
-        return
+def payload(compiled) -> tuple[dict, dict]:
+    """``compiled``'s program as plain data: JSON-able metadata and NumPy
+    arrays (what the disk cache stores, and what ships a program to Dask
+    workers)."""
     tape = compiled.tape
     arrays = {name: getattr(tape, name) for name in ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")}
     spec = compiled.spec
     meta = {
         "format": FORMAT,
-        "kernel": compiled.path.name,
+        "kernel": compiled.path.name if compiled.path is not None else None,
         "spec": {"name": spec.name, "inputs": [[n, list(s)] for n, s in spec.inputs],
                  "outputs": [list(s) for s in spec.outputs], "dtype": np.dtype(spec.dtype).str, "title": spec.title},
         "leaves": [list(leaf) for leaf in compiled.leaves],
@@ -126,6 +125,15 @@ def save(key: str, compiled) -> None:
         "dtype": compiled.dtype.str,
         "template": _template_to_json(compiled.template, arrays),
     }
+    return meta, arrays
+
+
+def save(key: str, compiled) -> None:
+    """Store ``compiled``'s program under ``key`` (atomically; failures are ignored:
+    the cache is an optimisation)."""
+    if compiled.path is None:
+        return
+    meta, arrays = payload(compiled)
     try:
         directory = _directory()
         for suffix, write in ((".npz", lambda f: np.savez(f, **arrays)), (".json", lambda f: f.write(json.dumps(meta).encode()))):
@@ -137,11 +145,25 @@ def save(key: str, compiled) -> None:
         pass
 
 
+def from_payload(meta: dict, arrays: dict, path: Path):
+    """The Compiled that ``payload`` described, with its kernel source at ``path``."""
+    from ._dispatch import Compiled
+
+    s = meta["spec"]
+    spec = _codegen.KernelSpec(
+        s["name"], [(n, tuple(shape)) for n, shape in s["inputs"]], [tuple(o) for o in s["outputs"]],
+        np.dtype(s["dtype"]), s["title"],
+    )
+    tape = Tape(*(arrays[name] for name in ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")))
+    return Compiled(
+        spec, path, meta["leaves"], meta["leaf_shapes"], meta["out_shapes"], meta["out_dtypes"],
+        _template_from_json(meta["template"], arrays), tape, meta["dtype"],
+    )
+
+
 def load(key: str):
     """The Compiled stored under ``key``, or None (missing, unreadable, or its
     kernel file is gone)."""
-    from ._dispatch import Compiled
-
     directory = _compile.cache_dir().parent / "programs"
     try:
         meta = json.loads((directory / f"{key}.json").read_text())
@@ -150,15 +172,6 @@ def load(key: str):
         with np.load(directory / f"{key}.npz", allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
         path = _compile.cache_dir() / meta["kernel"]  # checked against its digest before use
-        s = meta["spec"]
-        spec = _codegen.KernelSpec(
-            s["name"], [(n, tuple(shape)) for n, shape in s["inputs"]], [tuple(o) for o in s["outputs"]],
-            np.dtype(s["dtype"]), s["title"],
-        )
-        tape = Tape(*(arrays[name] for name in ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")))
-        return Compiled(
-            spec, path, meta["leaves"], meta["leaf_shapes"], meta["out_shapes"], meta["out_dtypes"],
-            _template_from_json(meta["template"], arrays), tape, meta["dtype"],
-        )
+        return from_payload(meta, arrays, path)
     except (OSError, ValueError, KeyError, TypeError):
         return None
