@@ -9,6 +9,7 @@ file is never rewritten (Numba keys its index on the file's timestamp).
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import queue
@@ -285,12 +286,48 @@ def wait_all() -> None:
     _jobs.join()
 
 
+_children: set = set()
+
+
+def _die_with_parent() -> None:
+    """In the child (Linux): receive SIGTERM when the parent process dies, so a
+    compile never outlives the program that asked for it."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _stop_children() -> None:
+    for child in list(_children):
+        child.terminate()
+
+
+atexit.register(_stop_children)
+
+
 def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> None:
-    """Compile in a child process; it leaves the machine code in Numba's disk cache."""
+    """Compile in a child process; it leaves the machine code in Numba's disk cache.
+
+    The child ends with its parent (on exit, or killed), so it never keeps a
+    core busy for a program that is gone.
+    """
     cmd = [
         sys.executable, "-m", "symjac._compile_worker", str(path), name,
         np.dtype(dtype).name, ",".join(map(str, in_ndims)), ",".join(map(str, out_ndims)),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        raise CompileError(f"background compile of {path.name} failed:\n{done.stderr[-2000:]}")
+    preexec = _die_with_parent if sys.platform.startswith("linux") else None
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    _children.add(child)
+    try:
+        _, stderr = child.communicate(timeout=3600)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        raise CompileError(f"background compile of {path.name} took over an hour") from None
+    finally:
+        _children.discard(child)
+    if child.returncode != 0:
+        raise CompileError(f"background compile of {path.name} failed:\n{stderr[-2000:]}")

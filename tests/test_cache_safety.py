@@ -193,3 +193,38 @@ def test_several_processes_compiling_the_same_kernel_at_once(cache):
         assert p.returncode == 0, err
         assert out.strip().splitlines()[-1] == WANT.tobytes().hex()
     assert not list((cache / "kernels").glob(".*.tmp")), "no half-written files are left behind"
+
+
+_ORPHAN = """
+import os, time, numpy as np, symjac as sj
+from symjac import _compile
+_compile.SUBPROCESS_OPS = 10  # compile this small kernel in a child process
+sj.set_compile_mode("background")
+def f(x):
+    y = x
+    for k in range(40):
+        y = np.sin(y * (k + 1)) + np.cos(y[::-1]) * y.sum()
+    return y
+sj.jacobian(f)(np.linspace(0.1, 1, 12))
+for _ in range(100):
+    if _compile._children:
+        break
+    time.sleep(0.05)
+print(*[c.pid for c in _compile._children], flush=True)
+os._exit(0)  # no atexit handlers: only the kernel's parent-death signal can stop the child
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
+def test_a_compile_child_does_not_outlive_its_program(cache):
+    import time
+
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(cache))
+    run = subprocess.run([sys.executable, "-c", _ORPHAN], env=env, capture_output=True, text=True, timeout=300)
+    pids = [int(p) for p in run.stdout.split()]
+    assert pids, run.stderr
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+        time.sleep(0.1)
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "_compile_worker" in open(f"/proc/{p}/cmdline").read()]
+    assert not alive, f"compile children still running after their parent exited: {alive}"
