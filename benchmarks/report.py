@@ -224,7 +224,12 @@ def render(rows: list[dict], targets: dict, problems: list, quick: bool, elapsed
     if targets.get("partial"):
         out += ["", "**This run was interrupted** (the session's time ran out): targets not measured are marked so, "
                 "and systems whose matrix rows are missing did not run."]
-    out += ["", "Notes:", ""] + _notes(targets) + ["", METHOD, "", "## All problems and products", "", MATRIX_HELP, ""]
+    out += ["", "Notes:", ""] + _notes(targets) + ["", METHOD]
+    if targets.get("brusselator"):
+        out += ["", "## SciPy: a stiff reaction-diffusion system with BDF", "",
+                "Whole `solve_ivp(method='BDF')` wall time with each Jacobian provider, build included "
+                "(`benchmarks/brusselator.py`).", "", targets["brusselator"]]
+    out += ["", "## All problems and products", "", MATRIX_HELP, ""]
     out += matrix_section(rows, problems)
     return "\n".join(out) + "\n"
 

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import matrix, report, targets
+from . import brusselator, matrix, report, targets
 from .adapters import ORDER
 from .problems import all_problems
 
@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = run_matrix(adapters, a.quick, raw)
     if worker is not None:
         worker.join()
+    if not a.no_targets:
+        print("SciPy: Brusselator with BDF")
+        results["brusselator"] = brusselator.table(200 if a.quick else 1000, 1 if a.quick else 3)
     results["concurrent"] = a.concurrent
     results["elapsed_s"] = time.perf_counter() - start
     (raw / "targets.json").write_text(json.dumps(results, indent=1))

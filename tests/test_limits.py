@@ -67,6 +67,7 @@ def test_programs_in_memory_are_evicted_least_recently_used(limits):
 
 def test_a_batch_that_cannot_fit_is_refused_before_allocating(limits, monkeypatch):
     monkeypatch.setattr(_vmap, "_available_memory", lambda: 10_000)
+    monkeypatch.setattr(_vmap, "CHECKED_BYTES", 0)  # check even this small request
     with pytest.raises(sj.ResourceLimitError, match="GB for its outputs"):
         sj.vmap(sj.jacobian(lambda x: np.sin(x)))(np.ones((1000, 4)))
 
