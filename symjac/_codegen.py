@@ -313,6 +313,7 @@ class _Printer:
         self.program, self.spec, self.roll = program, spec, roll
         self.batched = batched
         self.hoisted: list[str] = []
+        self.offsets: list[str] = []  # per-sample output offsets, at the top of a batch loop
         uses = [0] * len(program.ops)
         for _, args, _ in program.ops:
             for a in args:
@@ -417,8 +418,19 @@ class _Printer:
         """A 1-d view (per sample: 2-d, batch first) of an input or output,
         declared once, before any batch loop.  Returns the text to index with
         ``[<flat index>]``."""
+        if batched and name.startswith("out"):
+            # outputs: one 1-d view, indexed from the sample's offset (measured
+            # ~10% faster than a 2-d view's [b, k] on a 3x3 Lorenz batch)
+            k = int(name[3:])
+            view = f"flat{k}"
+            if view not in self.flats:
+                self.flats.add(view)
+                self.hoisted.append(f"{view} = {name}.reshape(-1)")
+                self.offsets.append(f"_o{k} = b * {max(1, int(np.prod(self.spec.outputs[k])))}")
+            return f"{view}[_o{k} + "
         if batched:
-            view = f"flat{name[3:]}" if name.startswith("out") else f"_flat_{name}"
+            # batched inputs keep their 2-d [b, k] view: a 1-d one measured 3x slower
+            view = f"_flat_{name}"
             if view not in self.flats:
                 self.flats.add(view)
                 self.hoisted.append(f"{view} = {name}.reshape({name}.shape[0], -1)")
@@ -589,6 +601,7 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched
             written[out].add(flat)
         zero_printer = _Printer(program, spec, roll, batched)
         zero_printer.flats, zero_printer.hoisted = printer.flats, printer.hoisted
+        zero_printer.offsets = printer.offsets
         for out, shape in enumerate(spec.outputs):
             missing = sorted(set(range(int(np.prod(shape)))) - written[out])
             if missing:
@@ -597,7 +610,7 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched
         globals_ = globals_ + zero_printer.globals
         decorator = '@njit(cache=True, nogil=True, parallel=True, error_model="numpy")'
         name, imports = f"{spec.name}_batch", "from numba import njit, prange"
-        body = ["    " + ln for ln in zeroing + body or ["pass"]]
+        body = ["    " + ln for ln in printer.offsets + zeroing + body or ["pass"]]
         lines = printer.hoisted + ["for b in prange(out0.shape[0]):"] + body
         which = ", ".join(n for (n, _), flag in zip(spec.inputs, batched) if flag) or "none"
         note = f"\nbatched over: {which} (leading axis b; outputs too)"

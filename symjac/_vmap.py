@@ -56,9 +56,9 @@ def _available_memory() -> int | None:
         return None
 
 
-def _check_memory(size: int, compiled) -> None:
-    """Refuse, before allocating, a batch whose outputs cannot fit in memory."""
-    per_sample = sum(max(1, int(np.prod(s))) for s in compiled.out_shapes) * compiled.dtype.itemsize
+def _check_memory(size: int, per_sample: int) -> None:
+    """Refuse, before allocating, a batch whose outputs (``per_sample`` bytes a
+    sample) cannot fit in memory."""
     need = size * per_sample
     if need < CHECKED_BYTES:  # reading /proc/meminfo costs ~50 µs: only for big requests
         return
@@ -91,6 +91,8 @@ class _BatchProgram:
         self.batched = batched
         sizes = [int(np.prod(s)) for s in compiled.in_shapes]
         self.tape = compiled.tape.for_batch(sizes, batched)
+        self.out_shapes = [(s or (1,)) for s in compiled.out_shapes]
+        self.bytes_per_sample = sum(max(1, int(np.prod(s))) for s in compiled.out_shapes) * compiled.dtype.itemsize
         self.kernel = self.serial = None
         self.state = "tape-only"
         self.error: str | None = None
@@ -147,10 +149,10 @@ class _BatchProgram:
     def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
         c = self.compiled
         dtype = c.dtype
-        _check_memory(size, c)
+        _check_memory(size, self.bytes_per_sample)
         # the batch kernel writes every entry (zeros included); the tape only the nonzeros
         alloc = np.empty if self.kernel is not None else np.zeros
-        outs = [alloc((size,) + (s or (1,)), dtype=dtype) for s in c.out_shapes]
+        outs = [alloc((size, *s), dtype=dtype) for s in self.out_shapes]
         # the tape gathers each chunk's inputs into one buffer: bound that workspace
         step = chunk_size or (size if self.kernel is not None else TAPE_CHUNK) or 1
         for start in range(0, size, step):
@@ -168,7 +170,9 @@ class _BatchProgram:
         ~30 µs.  On one thread the parallel loop costs ~2 µs more per call, but
         Numba's parallel lowering runs large batches ~6% faster."""
         work = size * max(self.tape.n_ops, 1)
-        return work >= (PARALLEL_WORK if numba.get_num_threads() > 1 else PARALLEL_WORK // 10)
+        if work < PARALLEL_WORK // 10:
+            return False
+        return work >= PARALLEL_WORK or numba.get_num_threads() == 1
 
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
