@@ -93,6 +93,11 @@ class _BatchProgram:
         self.tape = compiled.tape.for_batch(sizes, batched)
         self.out_shapes = [(s or (1,)) for s in compiled.out_shapes]
         self.bytes_per_sample = sum(max(1, int(np.prod(s))) for s in compiled.out_shapes) * compiled.dtype.itemsize
+        # one batched array in, one array out, nothing to convert: run_one's case
+        self.one_array = (
+            batched == [True] and compiled.leaves == [(0, None)] and len(compiled.out_shapes) == 1
+            and compiled.template is None and compiled.out_dtypes[0] == compiled.dtype
+        )
         self.kernel = self.serial = None
         self.state = "tape-only"
         self.error: str | None = None
@@ -164,6 +169,19 @@ class _BatchProgram:
             ]
             self._run_chunk(part, [o[start:stop] for o in outs])
         return outs
+
+    def run_one(self, a: np.ndarray) -> np.ndarray | None:
+        """The whole batch ``a`` (C-contiguous, its shape and dtype seen before)
+        through the kernel in one call, or None when the general path must
+        run (kernel not ready, input to convert, memory to check)."""
+        kernel, c = self.kernel, self.compiled
+        n = a.shape[0]
+        if kernel is None or a.dtype != c.dtype or n * self.bytes_per_sample >= CHECKED_BYTES:
+            return None
+        out = np.empty((n, *self.out_shapes[0]), dtype=c.dtype)
+        _dispatch.STATS.kernel_calls += 1
+        (kernel if self._parallel(n) else self.serial)(a, out)
+        return out if c.out_shapes[0] else out.reshape(n)
 
     def _parallel(self, size: int) -> bool:
         """Threads pay off only for enough work: waking a second thread costs
@@ -256,6 +274,7 @@ class Batched:
         self._programs: dict = {}
         self._plans: dict = {}  # (number of args, keyword names) -> batch axis per bound argument
         self._entries: dict = {}  # (argument shapes and dtypes, axes) -> _BatchProgram
+        self._fast: tuple | None = None  # (shape, dtype, program) of the last one-array call
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -300,6 +319,13 @@ class Batched:
         return size
 
     def __call__(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None and len(args) == 1 and not kwargs:
+            a = args[0]
+            if type(a) is np.ndarray and a.shape == fast[0] and a.dtype == fast[1] and a.flags.c_contiguous:
+                out = fast[2].run_one(a)
+                if out is not None:
+                    return out
         plan_key = (len(args), tuple(kwargs))
         axes = self._plans.get(plan_key)
         if axes is None or kwargs or len(args) not in self.inner._arity:
@@ -323,6 +349,9 @@ class Batched:
         size = _batch_size(batch_args, axes)
         leaves = [batch_args[i] if k is None else batch_args[i][k] for i, k in compiled.leaves]
         outs = program.run(leaves, size, self.chunk_size)
+        if len(args) == 1 and not kwargs and axes == [0] and program.one_array and not self.out_axes \
+                and self.chunk_size is None and isinstance(args[0], np.ndarray):
+            self._fast = (args[0].shape, args[0].dtype, program)
         results = []
         for out, shape, odt in zip(outs, compiled.out_shapes, compiled.out_dtypes):
             out = out.reshape((size,) + shape)

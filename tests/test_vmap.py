@@ -103,3 +103,27 @@ def test_kernel_and_tape_agree_bit_for_bit_and_run_in_parallel():
     assert info.tier == "kernel"
     np.testing.assert_array_equal(V(X), tape)
     assert "prange" in V.source(X)
+
+
+def test_repeat_calls_on_the_kernel_take_the_short_path_and_stay_correct():
+    """A repeated one-array call skips argument binding; it must still give a
+    fresh output each call and fall back for other shapes, dtypes and layouts."""
+    scalar = sj.vmap(lambda u: np.sum(u**2))
+    V = sj.vmap(sj.jacobian(lorenz))
+    X = rng.standard_normal((64, 3))
+    V.compile(X)
+    scalar.compile(X)
+    first, second = V(X), V(X)
+    assert first is not second
+    first[...] = np.nan
+    expected = np.stack([sj.jacobian(lorenz)(x) for x in X])
+    np.testing.assert_array_equal(second, expected)
+    np.testing.assert_array_equal(V(X), expected)
+    np.testing.assert_array_equal(scalar(X), np.sum(X**2, axis=1))
+    np.testing.assert_array_equal(scalar(X), np.sum(X**2, axis=1))
+    assert V._fast is not None and scalar._fast is not None  # the short path was taken
+    for other in (X[:10].copy(), X.astype(np.float32), np.asfortranarray(X), X[::2], X.astype(int)):
+        np.testing.assert_allclose(
+            V(other), np.stack([sj.jacobian(lorenz)(x) for x in other]), rtol=1e-6
+        )
+    np.testing.assert_array_equal(V(X), expected)
