@@ -102,7 +102,14 @@ def measure(adapter, problem: Problem, product: str, cfg: dict, ref_dir: Path | 
     return row
 
 
-def run(name: str, problems: list[Problem], cfg: dict, out: Path, ref_dir: Path | None = None) -> None:
+def run(name: str, problems: list[Problem], cfg: dict, out: Path, ref_dir: Path | None = None,
+        resume: bool = False) -> None:
+    """Append the adapter's rows to ``out``; with ``resume``, only the
+    (problem, product) cells it has no row for yet."""
+    done: set = set()
+    if resume and out.exists():
+        rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+        done = {(r.get("problem"), r.get("product")) for r in rows if r.get("adapter") == name}
     start = time.perf_counter()
     adapter = load(name)
     if adapter is None:
@@ -118,10 +125,14 @@ def run(name: str, problems: list[Problem], cfg: dict, out: Path, ref_dir: Path 
         for problem in problems:
             skipped = problem.tags & SKIP.get(name, set())
             if skipped:
+                if (problem.name, None) in done:
+                    continue
                 reason = "expression swell" if "swell" in skipped else "build takes minutes"
                 f.write(json.dumps({"adapter": name, "problem": problem.name, "skipped": reason}) + "\n")
                 continue
             for product in problem.products:
+                if (problem.name, product) in done:
+                    continue
                 row = measure(adapter, problem, product, cfg, ref_dir)
                 if row is not None:
                     f.write(json.dumps(row) + "\n")
@@ -149,11 +160,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--problems", help="comma-separated problem names (default: all)")
+    parser.add_argument("--resume", action="store_true", help="skip the cells already in --out")
     a = parser.parse_args()
     problems = all_problems(a.quick)
     if a.problems:
         problems = [p for p in problems if p.name in a.problems.split(",")]
-    run(a.adapter, problems, config(a.quick, a.threads), a.out, a.refs)
+    run(a.adapter, problems, config(a.quick, a.threads), a.out, a.refs, a.resume)
 
 
 if __name__ == "__main__":

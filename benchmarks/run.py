@@ -27,7 +27,41 @@ from .problems import all_problems
 HERE = Path(__file__).resolve().parent
 
 
+#: a matrix child that writes no row for this long is stuck (e.g. in an XLA
+#: compile, which the child's own Python-level budget cannot interrupt)
+STALL_S = 240
+
+
+def _pending(name: str, quick: bool, out: Path) -> list[tuple[str, str]]:
+    """The (problem, product) pairs the adapter has no row for yet, in run order."""
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
+    done = {(r.get("problem"), r.get("product")) for r in rows if r.get("adapter") == name}
+    skipped = {r.get("problem") for r in rows if r.get("adapter") == name and "skipped" in r}
+    return [(p.name, product) for p in all_problems(quick) if p.name not in skipped
+            for product in p.products if (p.name, product) not in done]
+
+
+def _run_child(cmd: list[str], env: dict, log) -> bool:
+    """Run one matrix child; False if it stalled (no new row for STALL_S) and was killed."""
+    out = Path(cmd[cmd.index("--out") + 1])
+    child = subprocess.Popen(cmd, env=env, cwd=HERE.parent, stdout=sys.stdout if log is print else subprocess.DEVNULL)
+    size, last = -1, time.monotonic()
+    while child.poll() is None:
+        now_size = out.stat().st_size if out.exists() else 0
+        if now_size != size:
+            size, last = now_size, time.monotonic()
+        elif time.monotonic() - last > STALL_S:
+            child.kill()
+            child.wait()
+            return False
+        time.sleep(1.0)
+    return True
+
+
 def run_matrix(adapters: list[str], quick: bool, raw: Path, log=print) -> list[dict]:
+    """Each adapter's rows, from child processes; a child that stalls on one
+    (problem, product) is killed, that cell recorded as timed out, and a new
+    child goes on with the cells after it."""
     out = raw / "matrix.jsonl"
     out.unlink(missing_ok=True)
     refs = raw / "refs"
@@ -36,15 +70,26 @@ def run_matrix(adapters: list[str], quick: bool, raw: Path, log=print) -> list[d
     for name in adapters:
         log(f"matrix: {name}")
         cache = tempfile.mkdtemp(prefix=f"cache-{name}-", dir=raw)
-        cmd = [sys.executable, "-m", "benchmarks.matrix", "--adapter", name, "--out", str(out), "--refs", str(refs)]
-        if quick:
-            cmd.append("--quick")
-        try:
-            subprocess.run(cmd, env={**os.environ, "SYMJAC_CACHE_DIR": cache}, cwd=HERE.parent,
-                           timeout=240 if quick else 900, stdout=sys.stdout if log is print else subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
+        env = {**os.environ, "SYMJAC_CACHE_DIR": cache}
+        while True:
+            pending = _pending(name, quick, out)
+            cmd = [sys.executable, "-m", "benchmarks.matrix", "--adapter", name, "--out", str(out),
+                   "--refs", str(refs), "--resume"]
+            if quick:
+                cmd.append("--quick")
+            if _run_child(cmd, env, log) or not pending:
+                break
+            left = _pending(name, quick, out)
+            if not left:
+                break
+            # the rest of a stuck problem's products would most likely stall the same way
+            problem, product = left[0]
+            log(f"  {name} {problem} {product}: no result in {STALL_S} s, killed; skipping the rest of {problem}")
             with out.open("a") as f:
-                f.write(json.dumps({"adapter": name, "note": "child process timed out; later rows missing"}) + "\n")
+                for other in [q for p, q in left if p == problem]:
+                    error = (f"no result in {STALL_S} s (stuck, killed)" if other == product
+                             else f"not run (the {product} build was stuck)")
+                    f.write(json.dumps({"adapter": name, "problem": problem, "product": other, "error": error}) + "\n")
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
 
 
