@@ -171,7 +171,10 @@ def matrix_section(rows: list[dict], problems: list) -> list[str]:
     lines = []
     by = {(r["adapter"], r.get("problem"), r.get("product")): r for r in rows}
     skipped = {(r["adapter"], r.get("problem")): r["skipped"] for r in rows if "skipped" in r}
-    imports = {r["adapter"]: r["import_s"] for r in rows if "import_s" in r}
+    imports: dict = {}
+    for r in rows:  # the first child's (a resumed child imports again)
+        if "import_s" in r:
+            imports.setdefault(r["adapter"], r["import_s"])
     lines.append("Library import times (excluded from build times): "
                  + ", ".join(f"{LABELS[a]} {imports[a]:.2f} s" for a in ORDER if a in imports) + ".")
     missing = [LABELS[a] for a in ORDER if skipped.get((a, None)) == "not installed"]
