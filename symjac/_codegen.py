@@ -426,7 +426,7 @@ class _Printer:
             if view not in self.flats:
                 self.flats.add(view)
                 self.hoisted.append(f"{view} = {name}.reshape(-1)")
-                self.offsets.append(f"_o{k} = b * {max(1, int(np.prod(self.spec.outputs[k])))}")
+                self.offsets.append(f"_o{k} = b * {int(np.prod(self.spec.outputs[k]))}")
             return f"{view}[_o{k} + "
         if batched:
             # batched inputs keep their 2-d [b, k] view: a 1-d one measured 3x slower

@@ -92,7 +92,7 @@ class _BatchProgram:
         sizes = [int(np.prod(s)) for s in compiled.in_shapes]
         self.tape = compiled.tape.for_batch(sizes, batched)
         self.out_shapes = [(s or (1,)) for s in compiled.out_shapes]
-        self.bytes_per_sample = sum(max(1, int(np.prod(s))) for s in compiled.out_shapes) * compiled.dtype.itemsize
+        self.bytes_per_sample = sum(int(np.prod(s)) for s in self.out_shapes) * compiled.dtype.itemsize
         # one batched array in, one array out, nothing to convert: run_one's case
         self.one_array = (
             batched == [True] and compiled.leaves == [(0, None)] and len(compiled.out_shapes) == 1
