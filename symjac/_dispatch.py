@@ -251,6 +251,9 @@ class Compiled:
         )
         self._arg_index = [(i, bool(s)) for (i, _), s in zip(self.leaves, self.spec_shapes)]
         self._single = self._arg_index[0][0] if len(self._arg_index) == 1 else None
+        # scalar inputs given as 0-d arrays: Numba types those on its slow path
+        # (~50 µs) before refusing them, so they are converted up front
+        self._scalar_args = [i for i, is_array in self._arg_index if not is_array]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         self.kernel = None
         self.last_used = 0
@@ -338,7 +341,9 @@ class Compiled:
             try:
                 # Numba checks the argument types itself (compiling is disabled
                 # once the kernel is loaded, so a mismatch raises TypeError)
-                if self._single is not None:
+                if self._scalar_args and any(type(args[i]) is np.ndarray for i in self._scalar_args):
+                    kernel(*self._converted(args), out)
+                elif self._single is not None:
                     kernel(args[self._single], out)
                 else:
                     kernel(*[args[i] for i, _ in self._arg_index], out)
