@@ -73,7 +73,7 @@ class ChunkProgram:
                 # kernel is never needed here, hence no file for it
                 compiled = _warm.from_payload(self.meta, self.arrays, None)
                 program = _SerialBatchProgram(compiled, self.batched)
-                program.start()
+                _dispatch.start_kernel(program)
                 _PROGRAMS[self.key] = program
         return program
 

@@ -306,13 +306,8 @@ class Compiled:
             except Exception as exc:  # the tape keeps serving; the failure is reported
                 self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
                 return
-            _compile.mark_compiled(self.path, seconds)
             dispatcher.disable_compile()  # other argument types raise TypeError: we convert them
-            STATS.compile_seconds += seconds
-            if from_disk:
-                STATS.disk_loads += 1
-            elif from_disk is False:
-                STATS.compiles += 1
+            record_compile(self.path, seconds, from_disk)
             self.compile_seconds = seconds
             self.kernel = dispatcher
             self.state = "ready"
@@ -441,8 +436,19 @@ def make_compiled(transform, built: Built) -> Compiled:
     return compiled
 
 
-def start_kernel(compiled: Compiled) -> None:
-    """Load, compile or schedule the specialised kernel as the compile mode says."""
+def record_compile(path, seconds: float, from_disk: bool | None) -> None:
+    """Count a kernel just compiled or loaded (from_disk None: neither known)."""
+    _compile.mark_compiled(path, seconds)
+    STATS.compile_seconds += seconds
+    if from_disk:
+        STATS.disk_loads += 1
+    elif from_disk is False:
+        STATS.compiles += 1
+
+
+def start_kernel(compiled) -> None:
+    """Load, compile or schedule the specialised kernel as the compile mode
+    says (``compiled``: a :class:`Compiled` or a vmap batch program)."""
     path = compiled.path
     mode = _config.compile_mode()
     if path is None:

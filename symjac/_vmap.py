@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-from . import _codegen, _compile, _config, _dispatch, _tape
+from . import _codegen, _compile, _config, _dispatch
 from ._errors import ArgumentError, ShapeError
 from ._symarray import SymArray, from_object_array, is_traced
 
@@ -128,28 +128,20 @@ class _BatchProgram:
                 self.state = "failed"
                 self.error = f"{type(exc).__name__}: {exc}"
                 return
-            _compile.mark_compiled(self.path, seconds)
             serial.disable_compile()
             dispatcher.disable_compile()
+            _dispatch.record_compile(self.path, seconds, from_disk)
             self.serial = serial
-            _dispatch.STATS.compile_seconds += seconds
-            if from_disk:
-                _dispatch.STATS.disk_loads += 1
-            elif from_disk is False:
-                _dispatch.STATS.compiles += 1
             self.kernel = dispatcher
             self.state = "ready"
 
-    def start(self) -> None:
-        mode = _config.compile_mode()
-        if self.path is None:
-            return
-        if mode == "sync" or (mode == "auto" and _compile.on_disk(self.path)):
-            self.load_kernel()
-        elif mode in ("auto", "background"):
-            _tape.ensure_ready(self.compiled.dtype)
-            self.state = "compiling"
-            _compile.submit(self.load_kernel)
+    @property
+    def dtype(self) -> np.dtype:
+        return self.compiled.dtype
+
+    def start_background(self) -> None:
+        self.state = "compiling"
+        _compile.submit(self.load_kernel)
 
     def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
         c = self.compiled
@@ -179,8 +171,7 @@ class _BatchProgram:
         if kernel is None or a.dtype != c.dtype or n * self.bytes_per_sample >= CHECKED_BYTES:
             return None
         out = np.empty((n, *self.out_shapes[0]), dtype=c.dtype)
-        _dispatch.STATS.kernel_calls += 1
-        (kernel if self._parallel(n) else self.serial)(a, out)
+        self._run_chunk([a], [out])
         return out if c.out_shapes[0] else out.reshape(n)
 
     def _parallel(self, size: int) -> bool:
@@ -373,7 +364,7 @@ class Batched:
         if program is None or program.compiled is not compiled:
             program = _BatchProgram(compiled, batched)
             _bounded_put(self._programs, key, program)
-            program.start()
+            _dispatch.start_kernel(program)
         return program
 
     def _symbolic(self, args, axes, size):
