@@ -103,14 +103,20 @@ def measure(adapter, problem: Problem, product: str, cfg: dict, ref_dir: Path | 
     return row
 
 
+def done_cells(name: str, out: Path) -> set:
+    """The (problem, product) cells ``out`` has a row for from adapter ``name``
+    ((problem, None) for a problem it skipped)."""
+    if not out.exists():
+        return set()
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    return {(r.get("problem"), r.get("product")) for r in rows if r.get("adapter") == name}
+
+
 def run(name: str, problems: list[Problem], cfg: dict, out: Path, ref_dir: Path | None = None,
         resume: bool = False) -> None:
     """Append the adapter's rows to ``out``; with ``resume``, only the
     (problem, product) cells it has no row for yet."""
-    done: set = set()
-    if resume and out.exists():
-        rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-        done = {(r.get("problem"), r.get("product")) for r in rows if r.get("adapter") == name}
+    done = done_cells(name, out) if resume else set()
     start = time.perf_counter()
     adapter = load(name)
     if adapter is None:

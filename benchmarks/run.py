@@ -34,10 +34,8 @@ STALL_S = 240
 
 def _pending(name: str, quick: bool, out: Path) -> list[tuple[str, str]]:
     """The (problem, product) pairs the adapter has no row for yet, in run order."""
-    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] if out.exists() else []
-    done = {(r.get("problem"), r.get("product")) for r in rows if r.get("adapter") == name}
-    skipped = {r.get("problem") for r in rows if r.get("adapter") == name and "skipped" in r}
-    return [(p.name, product) for p in all_problems(quick) if p.name not in skipped
+    done = matrix.done_cells(name, out)
+    return [(p.name, product) for p in all_problems(quick) if (p.name, None) not in done
             for product in p.products if (p.name, product) not in done]
 
 
