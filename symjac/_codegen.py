@@ -486,8 +486,9 @@ class _Printer:
         self.lines.append(f"for _k in range({len(grp.outs)}):")
         self.lines.extend("    " + line for line in body)
 
-    def constants(self, out: int, items: list[tuple[int, float]]) -> None:
-        """Constant output entries: a line each when few, else loops."""
+    def constants(self, out: int, items: list[tuple[int, float]], tag: str = "C") -> None:
+        """Constant output entries: a line each when few, else loops (index
+        tables named ``_<tag><out>_IDX``: give each call for an output its own tag)."""
         dtype = self.spec.dtype
         shape = self.spec.outputs[out]
         if len(items) <= 8:
@@ -506,11 +507,11 @@ class _Printer:
             return
         idx = ", ".join(str(f) for f, _ in items)
         vals = ", ".join(repr(float(v)) for _, v in items)
-        self.globals.append(f"_C{out}_IDX = np.array([{idx}], dtype=np.int64)")
-        self.globals.append(f"_C{out}_VAL = np.array([{vals}], dtype=np.{dtype})")
+        self.globals.append(f"_{tag}{out}_IDX = np.array([{idx}], dtype=np.int64)")
+        self.globals.append(f"_{tag}{out}_VAL = np.array([{vals}], dtype=np.{dtype})")
         self.lines += [
-            f"for _k in range(_C{out}_IDX.shape[0]):",
-            f"    {flat}_C{out}_IDX[_k]] = _C{out}_VAL[_k]",
+            f"for _k in range(_{tag}{out}_IDX.shape[0]):",
+            f"    {flat}_{tag}{out}_IDX[_k]] = _{tag}{out}_VAL[_k]",
         ]
 
 
@@ -605,7 +606,7 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched
         for out, shape in enumerate(spec.outputs):
             missing = sorted(set(range(int(np.prod(shape)))) - written[out])
             if missing:
-                zero_printer.constants(out, [(f, 0.0) for f in missing])
+                zero_printer.constants(out, [(f, 0.0) for f in missing], tag="Z")
         zeroing = zero_printer.lines
         globals_ = globals_ + zero_printer.globals
         decorator = '@njit(cache=True, nogil=True, parallel=True, error_model="numpy")'

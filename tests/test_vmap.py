@@ -127,3 +127,26 @@ def test_repeat_calls_on_the_kernel_take_the_short_path_and_stay_correct():
             V(other), np.stack([sj.jacobian(lorenz)(x) for x in other]), rtol=1e-6
         )
     np.testing.assert_array_equal(V(X), expected)
+
+
+def test_batch_kernel_with_many_scattered_constants_and_zeros():
+    """Constant entries and structural zeros, each too many and too scattered
+    for loops, both become index tables in the batch kernel; they must not
+    share a name (one would overwrite the other and leave entries unwritten)."""
+    pick = np.random.default_rng(1)
+    kinds = pick.integers(0, 3, 60)  # 0: structural zero, 1: constant, 2: computed
+    consts = pick.integers(1, 50, 60).astype(float)
+
+    def f(x):
+        return np.stack([0.0 * x[0] if k == 0 else consts[i] + 0.0 * x[0] if k == 1
+                         else np.sin(x[i % 3]) * (i + 1) for i, k in enumerate(kinds)])
+
+    def expected(x):
+        return np.array([0.0 if k == 0 else consts[i] if k == 1 else np.sin(x[i % 3]) * (i + 1)
+                         for i, k in enumerate(kinds)])
+
+    X = rng.standard_normal((50, 3))
+    V = sj.vmap(sj.jit(f))
+    assert V.compile(X).tier == "kernel"
+    assert "_C0_IDX" in V.source(X) and "_Z0_IDX" in V.source(X)
+    np.testing.assert_allclose(V(X), np.stack([expected(x) for x in X]), rtol=1e-15, atol=0)
