@@ -36,27 +36,47 @@ from ._config import compile_mode as compile_mode
 from ._config import compiling as compiling
 from ._config import set_compile_mode as set_compile_mode
 from ._config import set_limits as set_limits
-from ._dispatch import CacheInfo as CacheInfo
-from ._dispatch import KernelInfo as KernelInfo
-from ._display import Shown as Shown
-from ._display import show as show
 from ._errors import (
     ArgumentError as ArgumentError,
+)
+from ._errors import (
     ArityError as ArityError,
+)
+from ._errors import (
     CompileError as CompileError,
+)
+from ._errors import (
     InputTypeError as InputTypeError,
+)
+from ._errors import (
     NonScalarOutputError as NonScalarOutputError,
+)
+from ._errors import (
     ResourceLimitError as ResourceLimitError,
+)
+from ._errors import (
     ShapeError as ShapeError,
+)
+from ._errors import (
     SymjacError as SymjacError,
+)
+from ._errors import (
     TracerControlFlowError as TracerControlFlowError,
+)
+from ._errors import (
     TracerConversionError as TracerConversionError,
+)
+from ._errors import (
     UnsupportedOperationError as UnsupportedOperationError,
 )
-from ._explain import explain as explain
-from ._from_sympy import from_sympy as from_sympy
-from ._primitives import supported_operations as supported_operations
 from ._vmap import vmap as vmap
+from .runtime.dispatch import CacheInfo as CacheInfo
+from .runtime.dispatch import KernelInfo as KernelInfo
+from .show.display import Shown as Shown
+from .show.display import show as show
+from .show.explain import explain as explain
+from .trace.from_sympy import from_sympy as from_sympy
+from .trace.primitives import supported_operations as supported_operations
 
 __version__ = "0.1.0"
 
@@ -70,7 +90,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'symjac' has no attribute {name!r}")
 
 
-from ._tape import start_preload as _start_preload
+from .backend.tape import start_preload as _start_preload
 
 _start_preload()
 del _start_preload

@@ -194,7 +194,7 @@ def _show(args) -> int:
 
 
 def _cache(args) -> int:
-    from symjac import _compile
+    from symjac.backend import compiler as _compile
 
     path = _compile.cache_dir()
     files = list(path.glob("*.py"))

@@ -15,9 +15,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import _dispatch, _display, _transforms
 from ._errors import ArgumentError, ArityError
-from ._symarray import is_traced
+from .diff import products as _transforms
+from .runtime import dispatch as _dispatch
+from .show import display as _display
+from .trace.symarray import is_traced
 
 _EXTRA_NAME = {"jvp": "v", "vjp": "u", "hvp": "v"}
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import _compile, _dispatch
-from ._dispatch import CacheInfo
+from .backend import compiler as _compile
+from .runtime import dispatch as _dispatch
+from .runtime.dispatch import CacheInfo
 
 
 def cache_info() -> CacheInfo:

@@ -8,16 +8,15 @@ the batched function would be.  The loop runs inside the kernel (both cores,
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable
 
-import numba
 import numpy as np
 
-from . import _codegen, _compile, _config, _dispatch
+from . import _config
 from ._errors import ArgumentError, ShapeError
-from ._symarray import SymArray, from_object_array, is_traced
+from .runtime import dispatch as _dispatch
+from .runtime.batch import BatchProgram
+from .trace.symarray import SymArray, from_object_array, is_traced
 
 
 def _normalize_axes(in_axes, n: int) -> list:
@@ -33,47 +32,6 @@ def _normalize_axes(in_axes, n: int) -> list:
     return axes
 
 
-#: batch size x program operations above which the batch loop runs on all threads
-PARALLEL_WORK = 200_000
-#: rows per tape-interpreter chunk (bounds the gathered-input workspace)
-TAPE_CHUNK = 8192
-#: batch outputs smaller than this are not checked against available memory
-CHECKED_BYTES = 256 * 2**20
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to allocate now (Linux, macOS), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_memory(size: int, per_sample: int) -> None:
-    """Refuse, before allocating, a batch whose outputs (``per_sample`` bytes a
-    sample) cannot fit in memory."""
-    need = size * per_sample
-    if need < CHECKED_BYTES:  # reading /proc/meminfo costs ~50 µs: only for big requests
-        return
-    available = _available_memory()
-    if available is not None and need > available:
-        from ._errors import ResourceLimitError
-
-        raise ResourceLimitError(
-            f"vmap over {size:,} samples needs {need / 1e9:.1f} GB for its outputs "
-            f"({per_sample:,} bytes a sample) but only {available / 1e9:.1f} GB of memory are "
-            "available. Process the batch in slices (e.g. a loop over X[i:i + n]), reduce the "
-            "outputs inside the function, or use a dask array to spread it over workers."
-        )
-
-
 class _Given:
     """Stands for the i-th positional argument while finding where binding puts it."""
 
@@ -81,134 +39,6 @@ class _Given:
 
     def __init__(self, index: int):
         self.index = index
-
-
-class _BatchProgram:
-    """A compiled program's batch runners for one pattern of batched inputs."""
-
-    def __init__(self, compiled: _dispatch.Compiled, batched: list[bool]):
-        self.compiled = compiled
-        self.batched = batched
-        sizes = [int(np.prod(s)) for s in compiled.in_shapes]
-        self.tape = compiled.tape.for_batch(sizes, batched)
-        self.out_shapes = [(s or (1,)) for s in compiled.out_shapes]
-        self.bytes_per_sample = sum(int(np.prod(s)) for s in self.out_shapes) * compiled.dtype.itemsize
-        # one batched array in, one array out, nothing to convert: run_one's case
-        self.one_array = (
-            batched == [True] and compiled.leaves == [(0, None)] and len(compiled.out_shapes) == 1
-            and compiled.template is None and compiled.out_dtypes[0] == compiled.dtype
-        )
-        self.kernel = self.serial = None
-        self.state = "tape-only"
-        self.error: str | None = None
-        self._lock = threading.Lock()
-        spec = compiled.spec
-        self.source = _codegen.kernel_source(compiled.program, spec, batched=batched)
-        stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
-        try:
-            self.path = _compile.write_module(self.source, stem)
-        except _compile.CacheWriteError as exc:
-            self.path, self.error = None, str(exc)
-
-    def load_kernel(self) -> None:
-        with self._lock:
-            if self.kernel is not None or self.path is None:
-                return
-            spec = self.compiled.spec
-            in_nd = [len(s) + b for (_, s), b in zip(spec.inputs, self.batched)]
-            out_nd = [len(s) + 1 for s in spec.outputs]
-            try:
-                sig = _compile.signature(in_nd, out_nd, spec.dtype)
-                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.source)
-                seconds, from_disk = _compile.compile_kernel(serial, sig)
-                dispatcher = _compile.load_function(self.path, f"{spec.name}_batch", lambda: self.source)
-                more, _ = _compile.compile_kernel(dispatcher, sig)
-                seconds += more
-            except Exception as exc:
-                self.state = "failed"
-                self.error = f"{type(exc).__name__}: {exc}"
-                return
-            serial.disable_compile()
-            dispatcher.disable_compile()
-            _dispatch.record_compile(self.path, seconds, from_disk)
-            self.serial = serial
-            self.kernel = dispatcher
-            self.state = "ready"
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.compiled.dtype
-
-    def start_background(self) -> None:
-        self.state = "compiling"
-        _compile.submit(self.load_kernel)
-
-    def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
-        c = self.compiled
-        dtype = c.dtype
-        _check_memory(size, self.bytes_per_sample)
-        # the batch kernel writes every entry (zeros included); the tape only the nonzeros
-        alloc = np.empty if self.kernel is not None else np.zeros
-        outs = [alloc((size, *s), dtype=dtype) for s in self.out_shapes]
-        # the tape gathers each chunk's inputs into one buffer: bound that workspace
-        step = chunk_size or (size if self.kernel is not None else TAPE_CHUNK) or 1
-        for start in range(0, size, step):
-            stop = min(size, start + step)
-            part = [
-                np.ascontiguousarray(a[start:stop], dtype=dtype) if is_b
-                else (dtype.type(a) if np.ndim(a) == 0 else np.ascontiguousarray(a, dtype=dtype))
-                for a, is_b in zip(leaves, self.batched)
-            ]
-            self._run_chunk(part, [o[start:stop] for o in outs])
-        return outs
-
-    def run_one(self, a: np.ndarray) -> np.ndarray | None:
-        """The whole batch ``a`` (C-contiguous, its shape and dtype seen before)
-        through the kernel in one call, or None when the general path must
-        run (kernel not ready, input to convert, memory to check)."""
-        kernel, c = self.kernel, self.compiled
-        n = a.shape[0]
-        if kernel is None or a.dtype != c.dtype or n * self.bytes_per_sample >= CHECKED_BYTES:
-            return None
-        out = np.empty((n, *self.out_shapes[0]), dtype=c.dtype)
-        self._run_chunk([a], [out])
-        return out if c.out_shapes[0] else out.reshape(n)
-
-    def _parallel(self, size: int) -> bool:
-        """Threads pay off only for enough work: waking a second thread costs
-        ~30 µs.  On one thread the parallel loop costs ~2 µs more per call, but
-        Numba's parallel lowering runs large batches ~6% faster."""
-        work = size * max(self.tape.n_ops, 1)
-        if work < PARALLEL_WORK // 10:
-            return False
-        return work >= PARALLEL_WORK or numba.get_num_threads() == 1
-
-    def _run_chunk(self, part: list, outs: list) -> None:
-        kernel = self.kernel
-        if kernel is not None:
-            _dispatch.STATS.kernel_calls += 1
-            (kernel if self._parallel(outs[0].shape[0]) else self.serial)(*part, *outs)
-            return
-        _dispatch.STATS.tape_calls += 1
-        n = outs[0].shape[0]
-        rows = [p.reshape(n, -1) for p, b in zip(part, self.batched) if b]
-        batched = np.concatenate(rows, axis=1) if len(rows) > 1 else rows[0] if rows else np.zeros((n, 0), self.compiled.dtype)
-        shared_parts = [np.reshape(p, -1) for p, b in zip(part, self.batched) if not b]
-        shared = np.concatenate(shared_parts) if shared_parts else np.zeros(1, self.compiled.dtype)
-        buf = np.zeros((n, self.compiled.out_bounds[-1]), dtype=self.compiled.dtype)
-        self.tape.run_batch(np.ascontiguousarray(batched), shared, buf, self._parallel(n))
-        b = self.compiled.out_bounds
-        for j, o in enumerate(outs):
-            o[...] = buf[:, b[j] : b[j + 1]].reshape(o.shape)
-
-    def info(self) -> _dispatch.KernelInfo:
-        base = self.compiled.info()
-        base.tier = "kernel" if self.kernel is not None else "tape"
-        base.state = self.state
-        base.path = str(self.path) if self.path is not None else ""
-        base.error = self.error
-        base.n_lines = self.source.count("\n")
-        return base
 
 
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}
@@ -264,7 +94,7 @@ class Batched:
             raise ArgumentError(f"vmap: chunk_size must be a positive int or None; got {chunk_size!r}.")
         self._programs: dict = {}
         self._plans: dict = {}  # (number of args, keyword names) -> batch axis per bound argument
-        self._entries: dict = {}  # (argument shapes and dtypes, axes) -> _BatchProgram
+        self._entries: dict = {}  # (argument shapes and dtypes, axes) -> BatchProgram
         self._fast: tuple | None = None  # (shape, dtype, program) of the last one-array call
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -326,7 +156,7 @@ class Batched:
             if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
                 return self._symbolic(args, axes, self._split(args, axes))
             if _has_dask_array(args):
-                from ._dask import vmap_dask
+                from .runtime.dask import vmap_dask
 
                 return vmap_dask(self, args, axes)
         batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes)]
@@ -351,7 +181,7 @@ class Batched:
             results.append(np.moveaxis(out, 0, self.out_axes) if self.out_axes else out)
         return _dispatch._fill(compiled.template, iter(results))
 
-    def _program(self, sample: list, axes: list) -> _BatchProgram:
+    def _program(self, sample: list, axes: list) -> BatchProgram:
         if self.inner.spec.sparse:
             raise ArgumentError(
                 "vmap of a sparse transform: a batch of scipy.sparse matrices is not an array. "
@@ -362,7 +192,7 @@ class Batched:
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)
         if program is None or program.compiled is not compiled:
-            program = _BatchProgram(compiled, batched)
+            program = BatchProgram(compiled, batched)
             _bounded_put(self._programs, key, program)
             _dispatch.start_kernel(program)
         return program

@@ -25,7 +25,13 @@ import scipy.integrate
 import scipy.optimize
 import scipy.sparse as sps
 
-from ._api import grad, hessian, hvp, jacobian, jit
+from ._api import (
+    grad,
+    hessian,
+    hvp,
+    jacobian,
+    jit,
+)
 from ._errors import ArgumentError, ShapeError
 
 __all__ = ["ODE", "Objective", "Residual", "ode", "objective", "residual",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac import _compile, _dispatch
+from symjac.backend import compiler as _compile
 
 X = np.linspace(0.1, 1.0, 5)
 
@@ -197,7 +197,7 @@ def test_several_processes_compiling_the_same_kernel_at_once(cache):
 
 _ORPHAN = """
 import os, time, numpy as np, symjac as sj
-from symjac import _compile
+from symjac.backend import compiler as _compile
 _compile.SUBPROCESS_OPS = 10  # compile this small kernel in a child process
 sj.set_compile_mode("background")
 def f(x):
@@ -226,5 +226,5 @@ def test_a_compile_child_does_not_outlive_its_program(cache):
     deadline = time.time() + 10
     while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
         time.sleep(0.1)
-    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "_compile_worker" in open(f"/proc/{p}/cmdline").read()]
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "symjac.backend.worker" in open(f"/proc/{p}/cmdline").read()]
     assert not alive, f"compile children still running after their parent exited: {alive}"

@@ -6,7 +6,7 @@ import pytest
 import sympy as sp
 
 import symjac as sj
-from symjac import _diff
+from symjac.diff import accumulate as _diff
 from symjac.testing import check_grads, check_jvp, check_vjp
 
 X = np.array([0.3, -1.1, 0.8])

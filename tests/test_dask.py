@@ -87,7 +87,7 @@ sys.stdout.buffer.write(pickle.dumps((out, info.misses, info.build_seconds)))
 
 
 def test_the_program_pickles_as_data_and_runs_elsewhere_without_tracing(threads):
-    from symjac._dask import ChunkProgram
+    from symjac.runtime.dask import ChunkProgram
 
     X = rng.standard_normal((50, 3))
     J = sj.vmap(sj.jacobian(lorenz))(da.from_array(X, chunks=25))

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-from symjac._docs import operations_markdown
+from symjac.show.docs import operations_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_operations_page_is_generated_from_the_primitive_table():
     page = (ROOT / "docs" / "operations.md").read_text()
-    assert page == operations_markdown(), "run `python -m symjac._docs` to regenerate docs/operations.md"
+    assert page == operations_markdown(), "run `python -m symjac.show.docs` to regenerate docs/operations.md"

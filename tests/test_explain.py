@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac._explain import explanation
+from symjac.show.explain import explanation
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac import _config, _graph, _vmap
+from symjac import _config
+from symjac.ir import graph as _graph
+from symjac.runtime import batch as _batch
 
 
 @pytest.fixture()
@@ -66,8 +68,8 @@ def test_programs_in_memory_are_evicted_least_recently_used(limits):
 
 
 def test_a_batch_that_cannot_fit_is_refused_before_allocating(limits, monkeypatch):
-    monkeypatch.setattr(_vmap, "_available_memory", lambda: 10_000)
-    monkeypatch.setattr(_vmap, "CHECKED_BYTES", 0)  # check even this small request
+    monkeypatch.setattr(_batch, "_available_memory", lambda: 10_000)
+    monkeypatch.setattr(_batch, "CHECKED_BYTES", 0)  # check even this small request
     with pytest.raises(sj.ResourceLimitError, match="GB for its outputs"):
         sj.vmap(sj.jacobian(lambda x: np.sin(x)))(np.ones((1000, 4)))
 

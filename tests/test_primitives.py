@@ -5,12 +5,11 @@ kernels compile; ``test_tiers.py`` checks they agree bit for bit)."""
 
 import numpy as np
 import pytest
+from primitive_cases import CASES, DOMAINS
 
 import symjac as sj
-from symjac._primitives import TABLE
 from symjac.testing import numerical_jvp
-
-from primitive_cases import CASES, DOMAINS
+from symjac.trace.primitives import TABLE
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -3,11 +3,10 @@ must return the same bits; the switch from one to the other is visible."""
 
 import numpy as np
 import pytest
+from primitive_cases import CASES, DOMAINS
 
 import symjac as sj
 from symjac import examples
-
-from primitive_cases import CASES, DOMAINS
 
 
 def _combined(shape):

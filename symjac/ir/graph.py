@@ -82,8 +82,8 @@ def _node(head: type, args: tuple) -> Basic:
 
 
 def _check_size(n: int) -> None:
-    from ._config import LIMITS
-    from ._errors import ResourceLimitError
+    from .._config import LIMITS
+    from .._errors import ResourceLimitError
 
     if n >= LIMITS.max_nodes:
         raise ResourceLimitError(

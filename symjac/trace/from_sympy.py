@@ -18,10 +18,16 @@ import numpy as np
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from . import _codegen
-from . import _graph as g
-from ._errors import ArgumentError, ArityError, InputTypeError, ShapeError, UnsupportedOperationError
-from ._symarray import SymArray, from_object_array, is_traced
+from .._errors import (
+    ArgumentError,
+    ArityError,
+    InputTypeError,
+    ShapeError,
+    UnsupportedOperationError,
+)
+from ..backend import codegen as _codegen
+from ..ir import graph as g
+from .symarray import SymArray, from_object_array, is_traced
 
 #: Functions without a kernel operation of their own, written with ones that have.
 _REWRITES = {
@@ -239,7 +245,7 @@ class SympyFunction:
         if any(is_traced(a) for a in args):
             return self._apply(args)
         if self._compiled is None:
-            from ._api import jit
+            from .._api import jit
 
             self._compiled = jit(self)
         return self._compiled(*args)

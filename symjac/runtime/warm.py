@@ -19,10 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _codegen, _compile
-from . import _graph as g
-from ._tape import Tape
-from ._transforms import SparseLayout
+from ..backend import codegen as _codegen
+from ..backend import compiler as _compile
+from ..backend.tape import Tape
+from ..diff.products import SparseLayout
+from ..ir import graph as g
 
 FORMAT = 1
 
@@ -43,9 +44,9 @@ def fingerprint() -> str:
 
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{FORMAT} {np.__version__} {numba.__version__}".encode())
-    here = Path(__file__).parent
-    for path in sorted(here.glob("*.py")):
-        h.update(path.name.encode())
+    here = Path(__file__).parent.parent  # the whole symjac package, subpackages included
+    for path in sorted(here.rglob("*.py")):
+        h.update(path.relative_to(here).as_posix().encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 
@@ -147,7 +148,7 @@ def save(key: str, compiled) -> None:
 
 def from_payload(meta: dict, arrays: dict, path: Path):
     """The Compiled that ``payload`` described, with its kernel source at ``path``."""
-    from ._dispatch import Compiled
+    from .dispatch import Compiled
 
     s = meta["spec"]
     spec = _codegen.KernelSpec(

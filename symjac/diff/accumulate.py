@@ -30,9 +30,9 @@ from collections.abc import Sequence
 import sympy as sp
 from sympy.core.basic import Basic
 
-from . import _graph as g
-from ._errors import UnsupportedOperationError
-from ._primitives import HEAD_RULES, NO_DERIVATIVE
+from .._errors import UnsupportedOperationError
+from ..ir import graph as g
+from ..trace.primitives import HEAD_RULES, NO_DERIVATIVE
 
 #: Overrides by SymPy head -> function(node) -> list of (operand, partial).
 #: Empty in normal use; tests put a deliberately wrong rule here to prove the

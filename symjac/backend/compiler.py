@@ -16,17 +16,17 @@ import queue
 import stat
 import subprocess
 import sys
-import types
 import tempfile
 import threading
 import time
+import types
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ._codegen import source_digest
-from ._errors import CompileError
+from .._errors import CompileError
+from .codegen import source_digest
 
 _lock = threading.Lock()
 _fallback_dir: Path | None = None
@@ -316,7 +316,7 @@ def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> 
     core busy for a program that is gone.
     """
     cmd = [
-        sys.executable, "-m", "symjac._compile_worker", str(path), name,
+        sys.executable, "-m", "symjac.backend.worker", str(path), name,
         np.dtype(dtype).name, ",".join(map(str, in_ndims)), ",".join(map(str, out_ndims)),
     ]
     preexec = _die_with_parent if sys.platform.startswith("linux") else None

@@ -14,9 +14,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import _graph as g
-from ._errors import UnsupportedOperationError
-from ._symarray import SymArray, as_elems, from_object_array, unsupported
+from .._errors import UnsupportedOperationError
+from ..ir import graph as g
+from .symarray import (
+    SymArray,
+    as_elems,
+    from_object_array,
+)
 
 # ----- dtypes ------------------------------------------------------------------------
 

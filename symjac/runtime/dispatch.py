@@ -24,10 +24,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _codegen, _compile, _config, _tape, _transforms, _warm
-from ._errors import ArgumentError
-from ._symarray import SymArray
-from ._trace import ArgSpec, input_symbols, spec_of, tracing
+from .. import _config
+from .._errors import ArgumentError
+from ..backend import codegen as _codegen
+from ..backend import compiler as _compile
+from ..backend import tape as _tape
+from ..diff import products as _transforms
+from ..trace.symarray import SymArray
+from ..trace.tracer import (
+    ArgSpec,
+    input_symbols,
+    spec_of,
+    tracing,
+)
+from . import warm as _warm
 
 
 @dataclass

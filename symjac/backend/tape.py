@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _codegen, _compile, _tape_vm
-from ._codegen import Program
+from . import codegen as _codegen
+from . import compiler as _compile
+from . import tape_vm as _tape_vm
+from .codegen import Program
 
 assert _codegen.OPCODES == _tape_vm.NAMES, "opcode tables out of sync"
 _OP = {name: i for i, name in enumerate(_codegen.OPCODES)}

@@ -20,15 +20,16 @@ import threading
 
 import numpy as np
 
-from . import _dispatch, _warm
-from ._errors import ArgumentError, ArityError, ShapeError
-from ._vmap import _BatchProgram
+from .._errors import ArgumentError, ArityError, ShapeError
+from . import dispatch as _dispatch
+from . import warm as _warm
+from .batch import BatchProgram
 
-_PROGRAMS: dict = {}  # ChunkProgram.key -> _BatchProgram, per worker process
+_PROGRAMS: dict = {}  # ChunkProgram.key -> BatchProgram, per worker process
 _PROGRAMS_LOCK = threading.Lock()
 
 
-class _SerialBatchProgram(_BatchProgram):
+class _SerialBatchProgram(BatchProgram):
     """A batch program that never starts Numba threads: Dask already runs one
     chunk per core, and Numba's default threading layer must not be entered
     from several threads at once."""
@@ -59,7 +60,7 @@ class ChunkProgram:
     def __dask_tokenize__(self):
         return ("symjac.ChunkProgram", self.key, self.chunk_size)
 
-    def program(self) -> _BatchProgram:
+    def program(self) -> BatchProgram:
         """This process's batch program: rebuilt from the payload on first use."""
         program = _PROGRAMS.get(self.key)
         if program is not None:

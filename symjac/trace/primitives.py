@@ -30,11 +30,25 @@ import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from . import _arrayops as ops
-from . import _graph as g
-from ._arrayops import elementwise, float_dtype, result_dtype, truth, ufunc_builder
-from ._errors import UnsupportedOperationError
-from ._symarray import BY_NAME, FUNCTIONS, UFUNCS, SymArray, add_ufunc_methods, as_elems, from_object_array
+from .._errors import UnsupportedOperationError
+from ..ir import graph as g
+from . import arrayops as ops
+from .arrayops import (
+    elementwise,
+    float_dtype,
+    result_dtype,
+    truth,
+    ufunc_builder,
+)
+from .symarray import (
+    BY_NAME,
+    FUNCTIONS,
+    UFUNCS,
+    SymArray,
+    add_ufunc_methods,
+    as_elems,
+    from_object_array,
+)
 
 NO_DERIVATIVE = "zero"
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from . import _graph as g
-from ._errors import InputTypeError, TracerConversionError
-from ._symarray import SymArray, from_object_array, is_traced
+from .._errors import InputTypeError, TracerConversionError
+from ..ir import graph as g
+from .symarray import SymArray, from_object_array, is_traced
 
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("symjac_trace_depth", default=0)
 

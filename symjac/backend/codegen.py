@@ -25,7 +25,7 @@ import numpy as np
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from . import _graph as g
+from ..ir import graph as g
 
 FUNCTIONS = {
     sp.sin: "sin", sp.cos: "cos", sp.tan: "tan", sp.asin: "arcsin", sp.acos: "arccos",
@@ -399,7 +399,7 @@ class _Printer:
         return f"out{out}[{_index(shape, flat)}]"
 
     def run(self) -> list[str]:
-        from ._reroll import find_loops
+        from .reroll import find_loops
 
         loops = find_loops(self.program, self.uses) if self.roll else []
         covered = set().union(*(grp.covered for grp in loops)) if loops else set()

@@ -1,4 +1,4 @@
-"""``python -m symjac._compile_worker PATH NAME DTYPE IN_NDIMS OUT_NDIMS``:
+"""``python -m symjac.backend.worker PATH NAME DTYPE IN_NDIMS OUT_NDIMS``:
 compile one kernel file so that its machine code lands in Numba's disk cache.
 
 Run by symjac in a child process for large kernels (see ``_compile``).
@@ -10,7 +10,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     path, name, dtype, in_nd, out_nd = argv
-    from symjac import _compile
+    from symjac.backend import compiler as _compile
 
     def refuse():
         raise _compile.CompileError(f"{path} is missing or does not match its digest")

@@ -18,12 +18,8 @@ import numpy as np
 import sympy as sp
 from sympy.core.basic import Basic
 
-from . import _graph as g
-from ._errors import (
-    TracerControlFlowError,
-    TracerConversionError,
-    UnsupportedOperationError,
-)
+from .._errors import TracerControlFlowError, TracerConversionError, UnsupportedOperationError
+from ..ir import graph as g
 
 #: numpy ufunc -> Primitive, and numpy function -> Primitive (filled by _primitives).
 UFUNCS: dict = {}
@@ -413,7 +409,7 @@ def conversion_error(what: str) -> TracerConversionError:
     )
 
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the symjac package
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
 _SYMPY = os.path.dirname(os.path.abspath(sp.__file__))
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch
-from . import _graph as g
-from ._errors import SymjacError
-from ._transforms import flatten_result
+from .._errors import SymjacError
+from ..diff.products import flatten_result
+from ..ir import graph as g
+from ..runtime import dispatch as _dispatch
 
 _LETTERS = "ijklmnpqrstabcde"
 
@@ -72,14 +72,14 @@ def _code_name(fn) -> str:
 
 
 def _jit_of(fn, static: frozenset):
-    from ._api import Transform
+    from .._api import Transform
 
     return Transform(fn, "jit", static_argnums=tuple(sorted(static)) if not isinstance(fn, Transform) else ())
 
 
 class _Explainer:
     def __init__(self, transform, args: tuple):
-        from ._api import Transform, jit
+        from .._api import Transform, jit
 
         self.t = transform if isinstance(transform, Transform) else jit(transform)
         t = self.t

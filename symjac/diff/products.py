@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _diff
-from . import _graph as g
-from ._errors import ArgumentError, NonScalarOutputError, ShapeError
-from ._symarray import SymArray, from_object_array
-from ._trace import Traced, call_traced, fresh_variables
+from .._errors import ArgumentError, NonScalarOutputError, ShapeError
+from ..ir import graph as g
+from ..trace.symarray import SymArray, from_object_array
+from ..trace.tracer import Traced, call_traced, fresh_variables
+from . import accumulate as _diff
 
 
 @dataclass(frozen=True)
@@ -160,8 +160,8 @@ def _trace(fn: Callable, args: list, top: bool) -> Traced:
 
 
 def _check_dense(kind: str, shape: tuple) -> None:
-    from ._config import LIMITS
-    from ._errors import ResourceLimitError
+    from .._config import LIMITS
+    from .._errors import ResourceLimitError
 
     n = int(np.prod(shape))
     if n > LIMITS.max_dense_entries:

@@ -22,10 +22,10 @@ import sympy as sp
 from sympy.core.basic import Basic
 from sympy.functions.elementary.piecewise import ExprCondPair
 
-from . import _dispatch
-from . import _graph as g
-from ._symarray import SymArray
-from ._transforms import SymSparse, flatten_result
+from ..diff.products import SymSparse, flatten_result
+from ..ir import graph as g
+from ..runtime import dispatch as _dispatch
+from ..trace.symarray import SymArray
 
 #: printed lines (definitions + entries) above which ``str()`` stops and says how large the rest is
 DEFAULT_LIMIT = 40
@@ -427,7 +427,7 @@ def show(transform, *args, limit: int | None = DEFAULT_LIMIT, **kwargs) -> Shown
       J[1, 0] = 2*w_0_1*τ₃*τ₄
       J[1, 1] = 2*w_1_1*τ₃*τ₄
     """
-    from ._api import Transform, jit
+    from .._api import Transform, jit
 
     if not isinstance(transform, Transform):
         transform = jit(transform)

@@ -1,0 +1,1 @@
+"""Stage 4, kernels: the DAG lowered to an SSA program, and the code that runs it."""

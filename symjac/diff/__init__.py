@@ -1,0 +1,1 @@
+"""Stage 3, derivatives: the chain rule on the DAG, and what each product computes."""

@@ -1,0 +1,1 @@
+"""Stage 1, the IR: symjac's expression DAG (``graph``) and its node types."""

@@ -1,0 +1,1 @@
+"""Beside the pipeline: showing results as SymPy, explaining products, generating docs."""
