@@ -120,26 +120,47 @@ def ensure_ready(dtype) -> None:
 
 
 def start_preload() -> None:
-    """Warm Numba up in a background thread (``import symjac`` calls this).
+    """Warm Numba up (``import symjac`` calls this).
 
-    The first Numba function a process loads costs ~0.3 s, almost all of it
-    Numba importing SciPy's BLAS bindings while it initialises; overlapping
-    that with the user's own start-up makes the first derivative arrive
-    sooner.  ``SYMJAC_NO_PRELOAD=1`` turns it off.
+    Numba initialises its CPU target on the first function a process loads:
+    it imports ~200 modules (its registries, and SciPy's BLAS bindings, which
+    bring in ``numpy.f2py``, ``numpy.testing``, ``numpy.ma``...).  Each import
+    adds a name to its parent package and to ``sys.modules``, so it must not
+    run in a background thread while the importer goes on: a library imported
+    right after symjac that iterates NumPy's namespace (HIPS autograd does)
+    failed with "dictionary changed size during iteration".  Those imports run
+    here, in the importing thread (~0.3 s, which the first call no longer
+    pays); a background thread then only loads (or, on a cold Numba cache,
+    compiles) the tape interpreter's machine code.  ``SYMJAC_NO_PRELOAD=1``
+    turns both off.
     """
     global _preload
     if _preload is not None or os.environ.get("SYMJAC_NO_PRELOAD"):
+        return
+    try:
+        initialise_numba()
+    except Exception:  # the first real call will report any problem
         return
 
     def work():
         try:
             ensure_ready(np.float64)
-        except Exception:  # the first real call will report any problem
+        except Exception:
             pass
 
     _preload = threading.Thread(target=work, name="symjac-preload", daemon=True)
     _preload.start()
-    atexit.register(_preload.join, 5.0)  # never tear the interpreter down mid-import
+    atexit.register(_preload.join, 5.0)  # never tear the interpreter down mid-compile
+
+
+def initialise_numba() -> None:
+    """Make, in the calling thread, the imports Numba's first load or compile makes."""
+    import numba.core.boxing  # noqa: F401 -- imported by a first compile (cold cache)
+    import numba.core.runtime.context  # noqa: F401
+    from numba.core.registry import cpu_target
+
+    cpu_target.typing_context.refresh()
+    cpu_target.target_context.refresh()
 
 
 def encode(program: Program, in_sizes: list[int], out_sizes: list[int], dtype) -> Tape:
