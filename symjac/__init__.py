@@ -52,6 +52,9 @@ from ._errors import (
     NonScalarOutputError as NonScalarOutputError,
 )
 from ._errors import (
+    RandomDrawWarning as RandomDrawWarning,
+)
+from ._errors import (
     ResourceLimitError as ResourceLimitError,
 )
 from ._errors import (
@@ -59,6 +62,9 @@ from ._errors import (
 )
 from ._errors import (
     SymjacError as SymjacError,
+)
+from ._errors import (
+    SymjacWarning as SymjacWarning,
 )
 from ._errors import (
     TracerControlFlowError as TracerControlFlowError,

@@ -62,3 +62,13 @@ class ResourceLimitError(SymjacError, MemoryError):
 class CompileError(SymjacError, RuntimeError):
     """Numba failed to compile a generated kernel (a bug in symjac: please
     report it with the kernel source from ``.source()``)."""
+
+
+class SymjacWarning(Warning):
+    """Base class of the warnings symjac gives."""
+
+
+class RandomDrawWarning(SymjacWarning, RuntimeWarning):
+    """The traced function drew random numbers while it was traced: the draws
+    became constants of the compiled kernel, so every call returns the same
+    "random" values (NumPy would draw new ones)."""

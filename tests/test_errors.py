@@ -129,15 +129,22 @@ def test_while_and_builtin_max_on_traced_values():
 
 
 def test_concretizing_a_traced_value():
-    with pytest.raises(sj.TracerConversionError, match="np.zeros_like"):
+    with pytest.raises(sj.TracerConversionError, match="drop the float"):
         sj.jit(lambda x: float(x[0]))(X)
 
-    def fill(x):
-        out = np.zeros(2)
-        out[0] = x[0]
-        return out
+    with pytest.raises(sj.TracerConversionError, match=r"np.where\(cond, 1.0, 0.0\) or cond.astype\(float\)"):
+        sj.jit(lambda x: float(x[0] >= 0))(X)
 
-    with pytest.raises(sj.TracerConversionError, match="zeros_like"):
+    with pytest.raises(sj.TracerConversionError, match="np.floor.*np.trunc"):
+        sj.jit(lambda x: x * int(x[0]))(X)
+
+    buffer = np.zeros(2)
+
+    def fill(x):
+        buffer[0] = x[0]  # made outside the traced function: cannot hold a traced value
+        return buffer
+
+    with pytest.raises(sj.TracerConversionError, match=r"test_errors.py:\d+: `buffer\[0\] = x\[0\].*made inside"):
         sj.jit(fill)(X)
     def repeat(x, n):
         for _ in range(n):  # n is a runtime input unless static
@@ -158,5 +165,7 @@ def test_every_error_subclasses_symjac_error_and_a_builtin():
     builtins = (ValueError, TypeError, NotImplementedError, RuntimeError, MemoryError)
     for name in dir(sj):
         obj = getattr(sj, name)
-        if isinstance(obj, type) and issubclass(obj, Exception) and obj is not sj.SymjacError:
+        if isinstance(obj, type) and issubclass(obj, Warning):
+            assert obj is sj.SymjacWarning or issubclass(obj, sj.SymjacWarning), name
+        elif isinstance(obj, type) and issubclass(obj, Exception) and obj is not sj.SymjacError:
             assert issubclass(obj, sj.SymjacError) and issubclass(obj, builtins), name

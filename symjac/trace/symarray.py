@@ -64,6 +64,9 @@ class SymArray:
     # ----- NumPy protocols ------------------------------------------------------
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        concrete = _concrete_call(inputs, kwargs)
+        if concrete is not None:  # constants only: NumPy computes them, bit for bit
+            return _as_traceable(getattr(ufunc, method)(*concrete[0], **concrete[1]))
         if kwargs.get("out") is not None:
             raise UnsupportedOperationError(
                 f"np.{ufunc.__name__}(..., out=...) writes into a concrete array, which "
@@ -82,22 +85,29 @@ class SymArray:
             if name is not None:
                 kwargs.pop("out", None)
                 return BY_NAME[name].build(*inputs, **kwargs)
-        label = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        label = _ufunc_label(ufunc) + ("" if method == "__call__" else f".{method}")
         raise unsupported(label)
 
     def __array_function__(self, func, types, args, kwargs):
+        concrete = _concrete_call(args, kwargs)
+        if concrete is not None:  # constants only: NumPy computes them, bit for bit
+            return _as_traceable(func(*concrete[0], **concrete[1]))
         row = FUNCTIONS.get(func)
         if row is None:
             raise unsupported(_qualname(func))
         return row.build(*args, **kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        # ``np.array([a, b])`` of traced values cannot be intercepted.  Handing
-        # NumPy an object array of 0-d SymArrays keeps it working: NumPy's
-        # object loops call our operators and ufunc-named methods, and symjac
-        # turns such object arrays back into SymArrays wherever it sees them.
+        value = constant_value(self)
+        if value is not None:  # constants convert to what they are
+            return value if dtype is None else value.astype(dtype, copy=False)
         if dtype is not None and np.dtype(dtype) != object:
-            raise conversion_error(f"np.asarray(..., dtype={np.dtype(dtype)})")
+            raise store_error(np.dtype(dtype))
+        # ``np.array([a, b])`` of traced values outside the traced code's own
+        # namespace cannot be intercepted.  Handing NumPy an object array of
+        # 0-d SymArrays keeps it working: NumPy's object loops call our
+        # operators and ufunc-named methods, and symjac turns such object
+        # arrays back into SymArrays wherever it sees them.
         out = np.empty(self.shape, dtype=object)
         for idx in np.ndindex(self.shape):
             out[idx] = SymArray(self.elems[idx], self.dtype)
@@ -106,6 +116,9 @@ class SymArray:
     # ----- things a traced value cannot do --------------------------------------
 
     def __bool__(self):
+        value = constant_value(self)
+        if value is not None:
+            return bool(value)
         raise TracerControlFlowError(
             "Python control flow (`if`, `while`, `and`/`or`, `bool()`, `min()`/`max()` "
             f"builtins) needs a concrete True/False, but this value is traced{user_location()}: "
@@ -116,15 +129,48 @@ class SymArray:
         )
 
     def __float__(self):
-        raise conversion_error("float()")
+        value = constant_value(self)
+        if value is not None:
+            return float(value)
+        if self.dtype == np.dtype(bool):
+            raise conversion_error(
+                "float() of a condition", "Write np.where(cond, 1.0, 0.0) or cond.astype(float), which trace."
+            )
+        raise conversion_error(
+            "float() (or a store into a NumPy array made outside the traced code)",
+            "A Python float cannot carry a derivative: drop the float() (NumPy operations take "
+            "traced values as they are), or, if the value is a setting, pass the argument it "
+            "comes from through static_argnums. An array that receives traced values must be "
+            "made inside the traced function (np.zeros(n), np.zeros_like(x)) or in a function "
+            "of your own modules that it calls, not as a global, default argument or attribute."
+        )
 
     def __int__(self):
-        raise conversion_error("int()")
+        value = constant_value(self)
+        if value is not None:
+            return int(value)
+        raise conversion_error(
+            "int()", "Rounding has no derivative; if you meant the rounded value as a float, use "
+            "np.floor(x), np.trunc(x) or np.round(x), which trace (their derivative is 0)."
+        )
 
     def __complex__(self):
         raise conversion_error("complex()")
 
+    def __round__(self, ndigits=None):
+        # Python's round() of a float rounds half to even, as np.rint does; a traced
+        # value stays a float (it cannot become a Python int).
+        value = constant_value(self)
+        if value is not None:
+            return round(value.item(), ndigits) if self.ndim == 0 else round(value, ndigits)
+        if np.round not in FUNCTIONS:
+            raise unsupported("round() of a traced value")
+        return FUNCTIONS[np.round].build(self, 0 if ndigits is None else ndigits)
+
     def __index__(self):
+        value = constant_value(self)
+        if value is not None and self.dtype.kind in "biu":
+            return value.__index__()
         raise TracerConversionError(
             "an integer index, size or loop count must be concrete, but this value is "
             f"traced{user_location()}. Pass the argument it comes from through "
@@ -133,7 +179,13 @@ class SymArray:
         )
 
     def item(self, *args):
+        value = constant_value(self)
+        if value is not None:
+            return value.item(*args)
         raise conversion_error(".item()")
+
+    def fill(self, value):
+        self[...] = value
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -181,6 +233,9 @@ class SymArray:
 
     def astype(self, dtype, copy=True):
         dtype = np.dtype(dtype)
+        value = constant_value(self) if dtype.kind != "f" else None
+        if value is not None:
+            return value.astype(dtype)
         if dtype.kind != "f":
             raise UnsupportedOperationError(
                 f"astype({dtype}) of a traced array: only conversions to floating types "
@@ -365,6 +420,10 @@ def from_object_array(value) -> SymArray:
 
 
 def _static_index(key):
+    if isinstance(key, SymArray) or (isinstance(key, tuple) and any(isinstance(k, SymArray) for k in key)):
+        parts = key if isinstance(key, tuple) else (key,)
+        parts = tuple(_concrete_index(p) for p in parts)
+        key = parts if isinstance(key, tuple) else parts[0]
     parts = key if isinstance(key, tuple) else (key,)
     for part in parts:
         if is_traced(part):
@@ -377,7 +436,97 @@ def _static_index(key):
     return key
 
 
+def _concrete_index(part):
+    if isinstance(part, SymArray):
+        value = constant_value(part)
+        if value is not None:
+            return value
+    return part
+
+
+# ----- constants -------------------------------------------------------------------
+
+
+def _is_number(e) -> bool:
+    return e.is_Number or e is g.TRUE or e is g.FALSE
+
+
+def _py_number(e):
+    if e is g.TRUE or e is g.FALSE:
+        return e is g.TRUE
+    return int(e) if e.is_Integer else float(e)
+
+
+def constant_value(arr: SymArray) -> np.ndarray | None:
+    """The NumPy value of a traced array whose elements are all numbers, else None."""
+    flat = arr.elems.reshape(-1)
+    if flat.size and not _is_number(flat[0]):  # the common case, decided at once
+        return None
+    if not all(_is_number(e) for e in flat):
+        return None
+    if not flat.size:
+        return np.zeros(arr.shape, dtype=arr.dtype)
+    return np.array([_py_number(e) for e in flat]).astype(arr.dtype).reshape(arr.shape)
+
+
+def const_array(value: np.ndarray) -> SymArray:
+    """A traced array holding the constants of a concrete array."""
+    return SymArray(_const_elems(value), value.dtype)
+
+
+def _concrete_operand(value):
+    """``value`` with constant SymArrays replaced by NumPy arrays; raises _Traced if
+    anything is really traced."""
+    if isinstance(value, SymArray):
+        concrete = constant_value(value)
+        if concrete is None:
+            raise _Traced
+        return concrete
+    if isinstance(value, (list, tuple)):
+        return type(value)(_concrete_operand(v) for v in value)
+    if isinstance(value, Basic) or (isinstance(value, np.ndarray) and value.dtype == object and is_traced(value)):
+        raise _Traced
+    return value
+
+
+class _Traced(Exception):
+    pass
+
+
+def _concrete_call(args, kwargs):
+    """(args, kwargs) with every SymArray made concrete, if all of them are constants."""
+    if kwargs.get("out") is not None:
+        return None
+    try:
+        return _concrete_operand(tuple(args)), {k: _concrete_operand(v) for k, v in kwargs.items()}
+    except _Traced:
+        return None
+
+
+def _as_traceable(result):
+    """A NumPy result computed from constants, with floating arrays made traced arrays
+    again (they may be assigned into, like the arrays they came from)."""
+    if isinstance(result, np.ndarray) and result.dtype.kind == "f" and type(result) is np.ndarray:
+        return const_array(result)
+    if isinstance(result, tuple):
+        return type(result)(*map(_as_traceable, result)) if hasattr(result, "_fields") else tuple(
+            map(_as_traceable, result))
+    if isinstance(result, list):
+        return [_as_traceable(r) for r in result]
+    return result
+
+
 # ----- messages --------------------------------------------------------------------
+
+
+def _ufunc_label(ufunc) -> str:
+    """How the user wrote a ufunc: ``np.sin``, or ``scipy.special.erf`` for SciPy's."""
+    if getattr(np, ufunc.__name__, None) is ufunc:
+        return f"np.{ufunc.__name__}"
+    special = sys.modules.get("scipy.special")
+    if special is not None and getattr(special, ufunc.__name__, None) is ufunc:
+        return f"scipy.special.{ufunc.__name__}"
+    return f"the ufunc {ufunc.__name__}"
 
 
 def _qualname(func) -> str:
@@ -399,13 +548,24 @@ def unsupported(label: str) -> UnsupportedOperationError:
     )
 
 
-def conversion_error(what: str) -> TracerConversionError:
+def conversion_error(what: str, fix: str | None = None) -> TracerConversionError:
     return TracerConversionError(
         f"{what} needs a concrete number, but this value is traced{user_location()}. "
-        "Traced values only exist symbolically while symjac records the function. Keep "
-        "the computation in NumPy operations; to build an output array use "
-        "np.zeros_like(x) / np.empty_like(x) (then assign into it), np.array([...]) or "
-        "np.stack, not a preallocated np.zeros(n)."
+        "Traced values only exist symbolically while symjac records the function. "
+        + (fix or "Keep the computation in NumPy operations, which take traced values as they are.")
+    )
+
+
+def store_error(dtype) -> TracerConversionError:
+    return TracerConversionError(
+        f"a traced value was converted to a concrete {dtype} array{user_location()}. That "
+        "happens when a traced value is stored into a NumPy array made outside the traced "
+        "code (out[i] = value), or given to np.asarray/np.array(..., dtype=...) there. "
+        "In the traced function, and in functions of your own modules that it calls, "
+        "np.zeros/np.empty/np.ones/np.full/np.array/np.asarray give traceable arrays; this "
+        "array was made elsewhere (a global, a default argument, a method, a library). "
+        "Create it inside the traced function (np.zeros(n), np.zeros_like(x)), or build "
+        "the result with np.concatenate / np.stack."
     )
 
 
@@ -414,8 +574,8 @@ _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
 _SYMPY = os.path.dirname(os.path.abspath(sp.__file__))
 
 
-def user_location() -> str:
-    """`` at file.py:12 (`code`)`` for the innermost frame outside symjac/NumPy/SymPy."""
+def user_frame() -> tuple[str, int, str] | None:
+    """(file, line number, source line) of the innermost frame outside symjac/NumPy/SymPy."""
     frame = sys._getframe(1)
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
@@ -423,7 +583,16 @@ def user_location() -> str:
             import linecache
 
             line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            where = f"{os.path.basename(path)}:{frame.f_lineno}"
-            return f" (at {where}: `{line}`)" if line else f" (at {where})"
+            return frame.f_code.co_filename, frame.f_lineno, line
         frame = frame.f_back
-    return ""
+    return None
+
+
+def user_location() -> str:
+    """`` (at file.py:12: `code`)`` for the innermost frame outside symjac/NumPy/SymPy."""
+    found = user_frame()
+    if found is None:
+        return ""
+    path, lineno, line = found
+    where = f"{os.path.basename(path)}:{lineno}"
+    return f" (at {where}: `{line}`)" if line else f" (at {where})"

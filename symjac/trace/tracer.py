@@ -17,6 +17,7 @@ import sympy as sp
 
 from .._errors import InputTypeError, TracerConversionError
 from ..ir import graph as g
+from . import namespace, substitutes
 from .symarray import SymArray, from_object_array, is_traced
 
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("symjac_trace_depth", default=0)
@@ -119,9 +120,9 @@ def call_traced(fn: Callable, args: Sequence) -> Traced:
     A tuple return means several outputs; a list is read as an array (the way
     NumPy and SciPy read ``return [dx, dy]``).
     """
-    with tracing():
+    with tracing(), namespace.scope(lambda: substitutes.new_scope(fn)) as scope:
         try:
-            result = fn(*args)
+            result = scope.callable(fn)(*args)
         except ValueError as exc:
             # NumPy answers ``np.zeros(2)[0] = traced`` with "setting an array
             # element with a sequence", raised from our explanation: give ours
