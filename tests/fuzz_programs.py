@@ -204,6 +204,23 @@ def autograd_namespace():
     def diag(v, k=0):
         return diagonal(v, k) if anp.ndim(v) == 2 else anp.diag(v, k)
 
+    def pad(x, widths, mode="constant", constant_values=0.0):
+        # autograd pads only in constant mode: gather through a padded index array instead
+        extra = {"constant_values": -1} if mode == "constant" else {}
+        index = np.pad(np.arange(np.size(x)), widths, mode=mode, **extra)
+        flat = anp.concatenate([anp.reshape(x, (-1,)), anp.array([constant_values])])
+        return flat[np.where(index < 0, np.size(x), index)]
+
+    def sinc(x):  # autograd's sinc VJP divides by x**2 (NaN at 0); Taylor near 0 as symjac
+        tiny = anp.abs(x) < 5e-9
+        safe = anp.where(tiny, 1.0, x)
+        return anp.where(tiny, 1.0 - (np.pi ** 2 / 6) * x * x, anp.sin(np.pi * safe) / (np.pi * safe))
+
+    def average(x, axis=None, weights=None, keepdims=False):
+        if weights is None:
+            return anp.mean(x, axis=axis, keepdims=keepdims)
+        return anp.sum(x * weights, axis=axis) / anp.sum(weights, axis=axis)
+
     return _Namespace(
         _base=_Namespace(_base=anp, s_=np.s_, inf=np.inf),
         put=put,
@@ -223,7 +240,13 @@ def autograd_namespace():
         take=take,
         copy=lambda x: x,
         positive=lambda x: x,
-        linalg=types.SimpleNamespace(norm=norm),
+        linalg=types.SimpleNamespace(norm=norm, det=anp.linalg.det, inv=anp.linalg.inv, solve=anp.linalg.solve),
+        pad=pad,
+        sinc=sinc,
+        average=average,
+        nansum=anp.sum,  # (programs hold no NaNs)
+        nanmean=anp.mean,
+        heaviside=lambda x, h: anp.where(x < 0, 0.0, anp.where(x > 0, 1.0, h)) + 0.0 * x,
     )
 
 
@@ -234,7 +257,8 @@ class Recorder(_Namespace):
 
     def __init__(self):
         super().__init__(_base=np, put=_put_numpy, decisions=[], margins=[], singular=[],
-                         linalg=types.SimpleNamespace(norm=self._norm))
+                         linalg=types.SimpleNamespace(norm=self._norm, det=np.linalg.det, inv=np.linalg.inv,
+                                                      solve=np.linalg.solve))
 
     def _log(self, decision, margin):
         self.decisions.append(np.asarray(decision))
@@ -268,6 +292,7 @@ class Recorder(_Namespace):
     absolute = _at_zero("absolute")
     fabs = _at_zero("fabs")
     sign = _at_zero("sign")
+    heaviside = _at_zero("heaviside")
 
     def _at_integer(name):  # noqa: N805
         def method(self, a, *args, **kwargs):
@@ -389,6 +414,8 @@ UNARY = {
     "np.sign": ("np.sign({0})", None, lambda v: (-1.0, 1.0)),
     "np.floor": ("np.floor({0})", None, lambda v: (math.floor(v.lo), math.floor(v.hi))),
     "np.ceil": ("np.ceil({0})", None, lambda v: (math.ceil(v.lo), math.ceil(v.hi))),
+    "np.heaviside": ("np.heaviside({0}, 0.5)", None, lambda v: (0.0, 1.0)),
+    "np.sinc": ("np.sinc({0})", None, lambda v: (-0.2173, 1.0)),
 }
 
 # adapters into a domain: template, resulting interval given the operand
@@ -669,6 +696,10 @@ def condition(b: Builder, shape, depth) -> str:
     if b.coin(0.15):
         text = b.pick([f"np.logical_not({text})", f"(~{text})"])
         b.ops.add("not")
+    if b.coin(0.1):  # always true here (the values are finite), but traced through
+        test = b.pick([f"np.isfinite({p.src})", f"~np.isnan({p.src})", f"~np.isinf({q.src})"])
+        b.ops.add(test.split("(")[0].lstrip("~"))
+        text = f"({text} & {test})"
     return text
 
 
@@ -699,7 +730,7 @@ def op_clip(b: Builder, shape, depth):
 
 
 def op_reduce(b: Builder, shape, depth):
-    kind = b.pick(["sum", "mean", "prod", "max", "min"])
+    kind = b.pick(["sum", "mean", "prod", "max", "min", "nansum", "nanmean", "average"])
     mode = b.pick(["axis", "none", "keepdims", "tuple"])
     r = len(shape)
     if mode == "none":
@@ -732,7 +763,11 @@ def op_reduce(b: Builder, shape, depth):
     if kind == "prod" and n > 4:
         return None
     x = b.value(child, depth)
-    if kind == "sum":
+    if kind == "average" and b.coin(0.5):
+        w = b.value(child, depth, "pos")
+        return b.emit(f"np.average({x.src}{axis_text.replace(', keepdims=True', '')}, weights={w.src})"
+                      + (f".reshape({shape})" if "keepdims" in axis_text else ""), shape, x.lo, x.hi, "np.average(w)")
+    if kind in ("sum", "nansum"):
         lo, hi = n * x.lo, n * x.hi
     elif kind == "prod":
         m = max(1.0, x.mag) ** n
@@ -741,6 +776,8 @@ def op_reduce(b: Builder, shape, depth):
         lo, hi = x.lo, x.hi
     if kind in ("max", "min"):
         text = f"np.{b.pick([kind, 'a' + kind])}({x.src}{axis_text})"
+    elif kind in ("nansum", "nanmean", "average"):
+        text = f"np.{kind}({x.src}{axis_text})"
     else:
         # (prod as a function only: the autograd oracle replaces np.prod, not the method)
         methods = [f"{x.src}.{kind}({axis_text[2:]})"] if kind != "prod" else []
@@ -802,6 +839,36 @@ def op_matrix_reduce(b: Builder, shape, depth):
     return b.emit(f"np.linalg.norm({x.src}, {ord_})", (), 0.0, n * x.mag, "np.linalg.norm(ord)")
 
 
+def op_linalg(b: Builder, shape, depth):
+    """det / inv / solve of a well-conditioned matrix 2 I + 0.3 tanh(X) (Gershgorin: its
+    eigenvalues have real parts of at least 2 - 0.3 (n - 1) > 0)."""
+    kind = b.pick(["det", "inv", "solve"])
+    r = len(shape)
+    if kind == "det":
+        if r != 0:
+            return None
+        n = b.pick([2, 3, 1])
+    elif kind == "inv":
+        if r != 2 or shape[0] != shape[1] or shape[0] > 3:
+            return None
+        n = shape[0]
+    else:
+        if r not in (1, 2) or shape[0] > 3:
+            return None
+        n = shape[0]
+    x = b.value((n, n), depth)
+    m = b.emit(f"(2.0 * np.eye({n}) + 0.3 * np.tanh({x.src}))", (n, n), -2.3, 2.3, "linalg-matrix")
+    low, high = 2.0 - 0.3 * (n - 1), 2.3 + 0.3 * (n - 1)
+    if kind == "det":
+        return b.emit(f"np.linalg.det({m.src})", (), 0.0, high ** n, "np.linalg.det")
+    bound = n / low
+    if kind == "inv":
+        return b.emit(f"np.linalg.inv({m.src})", shape, -bound, bound, "np.linalg.inv")
+    rhs = b.value(shape, depth)
+    return b.emit(f"np.linalg.solve({m.src}, {rhs.src})", shape, -bound * rhs.mag, bound * rhs.mag,
+                  "np.linalg.solve")
+
+
 def _contract(x: Val, y: Val, k: int) -> tuple[float, float]:
     lo, hi = _prod_interval(x, y)
     return k * min(lo, 0.0), k * max(hi, 0.0)
@@ -809,7 +876,7 @@ def _contract(x: Val, y: Val, k: int) -> tuple[float, float]:
 
 def op_contract(b: Builder, shape, depth):
     kind = b.pick(["@", "np.matmul", "np.dot", "np.vdot", "np.inner", "np.outer", "np.tensordot",
-                   "np.einsum", "np.cross"])
+                   "np.einsum", "np.cross", "np.kron"])
     r, k = len(shape), b.pick([2, 3, 1])
     if kind in ("@", "np.matmul"):
         if r == 0:
@@ -880,6 +947,12 @@ def op_contract(b: Builder, shape, depth):
             x = b.value(sa, depth)
             return b.emit(f"np.einsum({spec!r}, {x.src})", shape, k * min(x.lo, 0), k * max(x.hi, 0), "np.einsum")
         tmpl = f"np.einsum({spec!r}, {{0}}, {{1}})"
+    elif kind == "np.kron":
+        if r == 0 or r > 2:
+            return None
+        split = [b.pick([d for d in (1, 2, 3) if n % d == 0]) for n in shape]
+        sa, sb = tuple(split), tuple(n // d for n, d in zip(shape, split))
+        k, tmpl = 1, "np.kron({0}, {1})"
     else:  # cross
         if not shape or shape[-1] != 3:
             return None
@@ -910,7 +983,7 @@ def _slice_for(b: Builder, want: int):
 def op_structure(b: Builder, shape, depth):
     kind = b.pick(["transpose", "reshape", "ravel", "squeeze", "expand", "swapaxes", "moveaxis",
                    "broadcast_to", "atleast", "flip", "roll", "tile", "repeat", "take", "diag",
-                   "getitem", "slice", "fancy", "copy"])
+                   "getitem", "slice", "fancy", "copy", "tril", "pad"])
     r = len(shape)
     src_shape, tmpl = None, None
     if kind == "transpose" and r >= 2:
@@ -1009,10 +1082,19 @@ def op_structure(b: Builder, shape, depth):
         src_shape, tmpl = (n, shape[1]), f"{{0}}[{rows}, :]"
     elif kind == "copy":
         src_shape, tmpl = shape, "np.copy({0})"
+    elif kind == "tril" and r >= 2:
+        src_shape, tmpl = shape, f"np.{b.pick(['tril', 'triu'])}({{0}}, {b.integer(-1, 1)})"
+    elif kind == "pad" and r == 1 and shape[0] >= 2:
+        before = b.integer(0, 1)
+        after = b.integer(1 - before, min(1, shape[0] - 1 - before))
+        mode = b.pick(["constant", "edge", "wrap", "reflect", "symmetric"])
+        src_shape = (shape[0] - before - after,)
+        tmpl = f"np.pad({{0}}, ({before}, {after}), mode={mode!r})"
     if src_shape is None or not _dims_ok(src_shape):
         return None
     x = b.value(tuple(src_shape), depth)
-    return b.emit(tmpl.format(x.src), shape, x.lo, x.hi, "struct-" + kind)
+    lo, hi = (min(x.lo, 0.0), max(x.hi, 0.0)) if kind in ("tril", "pad") else (x.lo, x.hi)
+    return b.emit(tmpl.format(x.src), shape, lo, hi, "struct-" + kind)
 
 
 def _perms(r: int):
@@ -1089,7 +1171,7 @@ def op_query(b: Builder, shape, depth):
 
 # the menu, simplest first (Hypothesis shrinks towards the start of the list)
 OPS = [op_unary, op_binary, op_unary, op_binary, op_reduce, op_where, op_contract, op_structure, op_structure,
-       op_clip, op_scan, op_join, op_matrix_reduce, op_select, op_assign, op_query]
+       op_clip, op_scan, op_join, op_matrix_reduce, op_select, op_assign, op_query, op_linalg]
 
 
 @st.composite

@@ -96,7 +96,10 @@ CASES: dict[str, list[Case]] = {
     "arctanh": [_u(lambda a: np.arctanh(a), "unit")],
     "deg2rad": [_u(lambda a: np.deg2rad(a) * a), _u(lambda a: np.radians(a) + a)],
     "rad2deg": [_u(lambda a: np.rad2deg(a) * a), _u(lambda a: np.degrees(a) + a)],
+    "sinc": [_u(lambda a: np.sinc(a)), Case(lambda a: np.sinc(a * np.array([0.0, 1.0, -0.0])), ("real",), [((3,),)])],
     # piecewise
+    "heaviside": [_b(lambda a, b: np.heaviside(a, b) * b + a, "apart", "real"),
+                  Case(lambda a: np.heaviside(a * np.array([0.0, 1.0, -0.0]), a) * a, ("real",), [((3,),)])],
     "maximum": [_b(lambda a, b: np.maximum(a, b) * a, "apart", "apart2"), _u(lambda a: np.maximum(a, 0.1) * a, "apart")],
     "minimum": [_b(lambda a, b: np.minimum(a, b) * b, "apart", "apart2")],
     "clip": [_u(lambda a: np.clip(a, -1.0, 1.0) * a, "apart"), _u(lambda a: a.clip(0.0, None) + a, "apart")],
@@ -114,6 +117,10 @@ CASES: dict[str, list[Case]] = {
     "greater_equal": [_b(lambda a, b: np.where(a >= b, a, 2 * b), "apart", "apart2")],
     "equal": [_b(lambda a, b: np.where(a == b, a, 2 * b), "apart", "apart2")],
     "not_equal": [_b(lambda a, b: np.where(a != b, a, 2 * b), "apart", "apart2")],
+    "isnan": [Case(lambda a: np.where(np.isnan(np.where(a > 0, a, np.nan)), 0.0, a * a), ("apart",), S1)],
+    "isinf": [Case(lambda a: np.where(np.isinf(np.where(a > 0, a, -np.inf)), a, 2 * a), ("apart",), S1)],
+    "isfinite": [Case(lambda a: np.where(np.isfinite(np.where(a > 0, a, np.nan)), a * a, a), ("apart",), S1),
+                 Case(lambda a: np.where(np.isfinite(np.where(a > 0, a, np.inf)), a * a, a), ("apart",), S1)],
     "logical_and": [_u(lambda a: np.where(np.logical_and(a > -1, a < 1), a, -a), "apart")],
     "logical_or": [_u(lambda a: np.where(np.logical_or(a < -1, a > 1), a, -a), "apart")],
     "logical_not": [_u(lambda a: np.where(np.logical_not(a > 0), a, a * a), "apart"),
@@ -139,6 +146,16 @@ CASES: dict[str, list[Case]] = {
         Case(lambda a: np.std(a, ddof=1), ("real",), [((3,),), ((2, 3),)]),
         Case(lambda a: np.std(a * a, axis=1) * a.std(0, None, None, 1)[:, None], ("real",), [((3, 3),)]),
     ],
+    "average": [
+        Case(lambda a: np.average(a * a), ("real",), [((3,),), ((2, 3),)]),
+        Case(lambda a, w: np.average(a, axis=-1, weights=w), ("real", "pos"), [((2, 3), (3,)), ((3,), (3,))]),
+        Case(lambda a, w: np.average(a, axis=0, weights=w, returned=True)[1] * np.average(a, 0, w, keepdims=True),
+             ("real", "pos"), [((3, 2), (3, 2))]),
+    ],
+    "nansum": [Case(lambda a: np.nansum(np.where(a > 0, a * a, np.nan)) + np.nansum(a, axis=0), ("apart",),
+                    [((3,),), ((2, 3),)])],
+    "nanmean": [Case(lambda a: np.nanmean(np.concatenate([np.where(a > 0, a * a, np.nan), a[..., :1]], axis=-1),
+                                          axis=-1, keepdims=True) + np.nanmean(a), ("apart",), [((4,),), ((2, 4),)])],
     "prod": [
         Case(lambda a: np.prod(a), ("real",), [((3,),), ((2, 3),)]),
         Case(lambda a: np.prod(a, axis=0), ("real",), [((5, 2),)]),
@@ -173,6 +190,15 @@ CASES: dict[str, list[Case]] = {
         Case(lambda a, b: np.einsum("i,j", a, b), ("real", "real"), [((2,), (3,))]),
     ],
     "cross": [Case(lambda a, b: np.cross(a, b), ("real", "real"), [((3,), (3,)), ((2, 3), (3,))])],
+    "kron": [Case(lambda a, b: np.kron(a, b), ("real", "real"), [((2,), (3,)), ((2, 2), (2, 3)), ((), (3,)), ((3,), (2, 2))])],
+    # small dense linear algebra
+    "det": [Case(lambda a: np.linalg.det(a + 3 * np.eye(a.shape[-1])), ("real",),
+                 [((1, 1),), ((2, 2),), ((3, 3),), ((4, 4),), ((2, 3, 3),)])],
+    "inv": [Case(lambda a: np.linalg.inv(a + 4 * np.eye(a.shape[-1])), ("real",), [((2, 2),), ((3, 3),), ((4, 4),)])],
+    "solve": [
+        Case(lambda a, b: np.linalg.solve(a + 4 * np.eye(3), b), ("real", "real"), [((3, 3), (3,)), ((3, 3), (3, 2))]),
+        Case(lambda b: np.linalg.solve(np.arange(36.0).reshape(6, 6) + 40 * np.eye(6), b), ("real",), [((6,),)]),
+    ],
     # structure
     "reshape": [Case(lambda a: np.reshape(a * a, (3, 2)) + a.reshape(3, 2), ("real",), [((2, 3),), ((6,),)])],
     "transpose": [Case(lambda a: np.transpose(a) * a.T, ("real",), [((2, 3),)]),
@@ -193,6 +219,15 @@ CASES: dict[str, list[Case]] = {
     "tile": [Case(lambda a: np.tile(a, 2) * 2, ("real",), [((3,),)])],
     "repeat": [Case(lambda a: np.repeat(a, 2) * 2, ("real",), [((3,),)])],
     "take": [Case(lambda a: np.take(a, [2, 0, 0]) * a[[1, 1, 2]], ("real",), [((3,),)])],
+    "tril": [Case(lambda a: np.tril(a) + np.tril(a, -1) * 2 + np.tril(a, 1) * 3, ("real",), [((3, 3),), ((2, 3),), ((2, 3, 4),)])],
+    "triu": [Case(lambda a: np.triu(a) + np.triu(a, 1) * 2 + np.triu(a, -1) * 3, ("real",), [((3, 3),), ((3, 2),)])],
+    "pad": [
+        Case(lambda a: np.pad(a, 1) + 0.0, ("real",), [((3,),), ((2, 3),)]),
+        Case(lambda a: np.pad(a, ((1, 2), (2, 1)), constant_values=((1.0, 2.0), (3.0, 4.0))), ("real",), [((2, 3),)]),
+        Case(lambda a: np.pad(a * a, 2, mode="edge") + np.pad(a, 2, mode="wrap"), ("real",), [((3,),), ((2, 3),)]),
+        Case(lambda a: np.pad(a, (2, 1), mode="reflect") * np.pad(a, (2, 1), mode="symmetric"), ("real",), [((4,),)]),
+        Case(lambda a: np.pad(a, 1, constant_values=a[0] * a[1]), ("real",), [((3,),)]),
+    ],
     "diagonal": [Case(lambda a: np.diagonal(a) * a.diagonal(), ("real",), [((3, 3),), ((2, 3),)])],
     "diag": [Case(lambda a: np.diag(a) * 2, ("real",), [((3,),), ((3, 3),)])],
     "copy": [Case(lambda a: np.copy(a) * a.copy(), ("real",), [((3,),)])],
@@ -217,3 +252,8 @@ def _assign(out, a):
     out[0] = a[0] * a[1]
     out[1:] = np.sin(a[1:])
     return out
+
+
+#: rows added for issue 13 (NumPy as real code writes it); test_tiers compiles them all
+ISSUE_13 = ["sinc", "heaviside", "isnan", "isinf", "isfinite", "average", "nansum", "nanmean", "kron", "det", "inv",
+            "solve", "tril", "triu", "pad"]

@@ -63,6 +63,24 @@ def test_jacobian_matches_finite_differences(name, ci, shapes):
 
 
 @pytest.mark.parametrize("name, ci, shapes", list(_params()))
+def test_jvp_and_vjp_agree_with_the_jacobian(name, ci, shapes):
+    # (the Jacobian is checked against finite differences above)
+    case = CASES[name][ci]
+    args = _args(case, shapes)
+    rng = np.random.default_rng(2)
+    out_shape = np.shape(case.fn(*args))
+    for argnum in range(len(args)):
+        J = sj.jacobian(case.fn, argnum)(*args)
+        x = np.asarray(args[argnum])
+        v, u = rng.standard_normal(x.shape), rng.standard_normal(out_shape)
+        Jm = J.reshape(int(np.prod(out_shape)), x.size)
+        np.testing.assert_allclose(np.reshape(sj.jvp(case.fn, argnum)(*args, v), -1), Jm @ v.reshape(-1),
+                                   rtol=1e-12, atol=1e-12, err_msg=f"jvp, argnum {argnum}")
+        np.testing.assert_allclose(np.reshape(sj.vjp(case.fn, argnum)(*args, u), -1), u.reshape(-1) @ Jm,
+                                   rtol=1e-12, atol=1e-12, err_msg=f"vjp, argnum {argnum}")
+
+
+@pytest.mark.parametrize("name, ci, shapes", list(_params()))
 def test_hessian_matches_finite_differences_of_jacobian(name, ci, shapes):
     case = CASES[name][ci]
     if not case.hessian:

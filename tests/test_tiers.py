@@ -3,7 +3,7 @@ must return the same bits; the switch from one to the other is visible."""
 
 import numpy as np
 import pytest
-from primitive_cases import CASES, DOMAINS
+from primitive_cases import CASES, DOMAINS, ISSUE_13
 
 import symjac as sj
 from symjac import examples
@@ -90,3 +90,44 @@ def test_background_compile_serves_the_tape_then_swaps_in_the_kernel():
     np.testing.assert_array_equal(f(x), first)
     stats = sj.cache_info()
     assert stats.tape_calls >= 1 and stats.kernel_calls >= 1
+
+
+
+def _every_case(names=None):
+    """One function computing every primitive case (of the rows ``names``) at its
+    first shapes, with the arguments of all cases concatenated: one kernel covers them."""
+    picked = [(name, c) for name, cases in CASES.items() for c in cases if names is None or name in names]
+    rng = np.random.default_rng(0)
+    args, spans = [], []
+    for _, c in picked:
+        spans.append((len(args), len(c.domains)))
+        args += [DOMAINS[d](rng, s) for d, s in zip(c.domains, c.shapes[0], strict=True)]
+
+    def everything(*a):
+        return tuple(np.asarray(c.fn(*a[i:i + n])) * 1.0 for (_, c), (i, n) in zip(picked, spans, strict=True))
+
+    return everything, args
+
+
+def _products(fn, args):
+    """jit, jvp and vjp of ``fn`` with respect to every argument, with their vectors."""
+    rng = np.random.default_rng(1)
+    nums = tuple(range(len(args)))
+    out = fn(*args)
+    v = tuple(rng.standard_normal(np.shape(a)) for a in args)
+    u = tuple(rng.standard_normal(np.shape(o)) for o in out)
+    return [(sj.jit(fn), args), (sj.jvp(fn, argnums=nums), [*args, v]), (sj.vjp(fn, argnums=nums), [*args, u])]
+
+
+def test_rows_of_issue_13_give_identical_bits_on_tape_and_kernel():
+    # values and reverse mode here (about 15 s of Numba compiling); jvp too in the slow test below
+    for transform, args in _products(*_every_case(ISSUE_13))[::2]:
+        tape, kernel = _both(transform, args)
+        _assert_identical(tape, kernel)
+
+
+@pytest.mark.slow
+def test_every_case_gives_identical_bits_on_tape_and_kernel():
+    for transform, args in _products(*_every_case()):
+        tape, kernel = _both(transform, args)
+        _assert_identical(tape, kernel)

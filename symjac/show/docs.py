@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..ir import ops as _ops
-from ..trace.primitives import TABLE
+from ..trace.primitives import TABLE, public_name
 
 KIND_TITLES = {
     "elementwise": "Elementwise functions",
@@ -17,6 +17,7 @@ KIND_TITLES = {
     "logic": "Logic (no derivative)",
     "reduction": "Reductions",
     "contraction": "Products and contractions",
+    "linear algebra": "Small dense linear algebra",
     "structural": "Structure (indexing, reshaping, joining)",
     "creation": "Creating arrays",
     "query": "Queries",
@@ -43,7 +44,7 @@ def operations_markdown() -> str:
             continue
         lines += [f"## {title}", "", "| NumPy | meaning and derivative |", "|---|---|"]
         for row in rows:
-            names = ", ".join(f"`np.{'linalg.' if fn.__name__ == 'norm' else ''}{fn.__name__}`" for fn in row.numpy)
+            names = ", ".join(f"`{public_name(fn)}`" for fn in row.numpy)
             doc = row.doc.replace("|", "\\|")  # a pipe would end the table cell
             lines.append(f"| {names} | {doc} |")
         lines.append("")

@@ -26,6 +26,7 @@ from .._errors import UnsupportedOperationError
 from ..ir import graph as g
 from ..ir import ops as _ops
 from . import arrayops as ops
+from . import composites as cmp
 from .arrayops import (
     elementwise,
     float_dtype,
@@ -361,10 +362,16 @@ TABLE: list[Primitive] = [
     _ufunc("hypot", np.hypot, lambda a, b: g.pow_(g.add(g.pow_(a, sp.Integer(2)), g.pow_(b, sp.Integer(2))), g.HALF), "sqrt(a**2 + b**2)"),
     Primitive("deg2rad", (np.deg2rad, np.radians), "elementwise", ufunc_builder(np.deg2rad, lambda a: g.mul(a, _DEG)), "degrees to radians"),
     Primitive("rad2deg", (np.rad2deg, np.degrees), "elementwise", ufunc_builder(np.rad2deg, lambda a: g.mul(a, _RAD)), "radians to degrees"),
+    Primitive("sinc", (np.sinc,), "elementwise", cmp.sinc, "sin(pi a) / (pi a), 1 at 0 (NumPy's algorithm; exact first and second derivatives at 0)"),
     # ----- piecewise -----------------------------------------------------------------------
+    Primitive("heaviside", (np.heaviside,), "piecewise", cmp.heaviside, "0 below 0, 1 above, b at 0, NaN at NaN; derivative 0 in a (and 1 in b at a = 0)"),
     Primitive("clip", (np.clip,), "piecewise", _clip_build, "np.clip(a, lo, hi) = minimum(maximum(a, lo), hi)"),
     Primitive("where", (np.where,), "piecewise", _where_build, "np.where(cond, a, b); the derivative follows the branch taken"),
     Primitive("select", (np.select,), "piecewise", _select_build, "np.select(conditions, choices, default)"),
+    # ----- tests on values --------------------------------------------------------------------
+    Primitive("isnan", (np.isnan,), "comparison", cmp.isnan, "a is NaN (a != a)"),
+    Primitive("isinf", (np.isinf,), "comparison", cmp.isinf, "a is ±inf"),
+    Primitive("isfinite", (np.isfinite,), "comparison", cmp.isfinite, "a is neither ±inf nor NaN"),
     # ----- logic ---------------------------------------------------------------------------------
     Primitive("logical_and", (np.logical_and,), "logic", _logical(sp.And), "a and b, elementwise"),
     Primitive("logical_or", (np.logical_or,), "logic", _logical(sp.Or), "a or b, elementwise"),
@@ -379,6 +386,9 @@ TABLE: list[Primitive] = [
     Primitive("mean", (np.mean,), "reduction", _reduction(None, mean=True), "mean over axes"),
     Primitive("var", (np.var,), "reduction", _moment(root=False), "variance over axes (ddof=, axis=, keepdims=, dtype=), as NumPy computes it"),
     Primitive("std", (np.std,), "reduction", _moment(root=True), "standard deviation: sqrt of var (ddof=, axis=, keepdims=, dtype=)"),
+    Primitive("average", (np.average,), "reduction", cmp.average, "weighted mean over axes (weights=, returned=, keepdims=), as NumPy computes it"),
+    Primitive("nansum", (np.nansum,), "reduction", cmp.nansum, "sum with NaNs counted as zero"),
+    Primitive("nanmean", (np.nanmean,), "reduction", cmp.nanmean, "mean of the values that are not NaN"),
     Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.mul(*items)), "product over axes"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
@@ -396,6 +406,11 @@ TABLE: list[Primitive] = [
     Primitive("tensordot", (np.tensordot,), "contraction", _tensordot, "np.tensordot"),
     Primitive("einsum", (np.einsum,), "contraction", _einsum, "np.einsum (explicit, implicit, '...')"),
     Primitive("cross", (np.cross,), "contraction", _cross, "cross product of 3-vectors"),
+    Primitive("kron", (np.kron,), "contraction", cmp.kron, "Kronecker product"),
+    # ----- small dense linear algebra ------------------------------------------------------------
+    Primitive("det", (np.linalg.det,), "linear algebra", cmp.det, "determinant, in closed form up to 4×4 (stacks too)"),
+    Primitive("inv", (np.linalg.inv,), "linear algebra", cmp.inv, "inverse: adjugate / determinant, up to 4×4 (stacks too)"),
+    Primitive("solve", (np.linalg.solve,), "linear algebra", cmp.solve, "inv(a) @ b: closed form up to 4×4; any size if a is constant (NumPy's inverse)"),
     # ----- structure -------------------------------------------------------------------------
     _func("reshape", [np.reshape], ops.structural(np.reshape), "reshape"),
     _func("transpose", [np.transpose], ops.structural(np.transpose), "transpose / .T (with axes=)"),
@@ -414,6 +429,9 @@ TABLE: list[Primitive] = [
     _func("tile", [np.tile], ops.structural(np.tile), "repeat the whole array"),
     _func("repeat", [np.repeat], ops.structural(np.repeat), "repeat elements"),
     _func("take", [np.take], ops.structural(np.take), "take with a concrete index array"),
+    _func("tril", [np.tril], cmp.tril, "lower triangle (k=), zeros above"),
+    _func("triu", [np.triu], cmp.triu, "upper triangle (k=), zeros below"),
+    _func("pad", [np.pad], cmp.pad, "pad with modes constant (constant_values=), edge, wrap, reflect, symmetric, empty"),
     _func("diagonal", [np.diagonal], _diagonal, "a diagonal as a 1-d array"),
     _func("diag", [np.diag], _diag, "diagonal of a matrix, or matrix from a diagonal"),
     _func("copy", [np.copy], ops.structural(np.copy), "a copy"),
@@ -453,11 +471,12 @@ def supported_operations() -> list[tuple[str, str, str]]:
     rows = []
     for row in TABLE:
         for fn in row.numpy:
-            rows.append((_public_name(fn), row.kind, row.doc))
+            rows.append((public_name(fn), row.kind, row.doc))
     return rows
 
 
-def _public_name(fn) -> str:
-    if fn is np.linalg.norm:
-        return "np.linalg.norm"
+def public_name(fn) -> str:
+    """How the docs and messages name a traceable callable (``np.sin``, ``np.linalg.det``)."""
+    if getattr(np.linalg, fn.__name__, None) is fn and getattr(np, fn.__name__, None) is not fn:
+        return f"np.linalg.{fn.__name__}"
     return f"np.{fn.__name__}"

@@ -1,0 +1,291 @@
+"""Composite operations: NumPy functions built from other rows and node builders.
+
+Each builder here is the ``build`` of a row of the primitive table
+(``primitives.py``); none needs a node type of its own, so its derivatives
+come from the operations it is made of.  Where NumPy's algorithm is simple
+(``sinc``, ``heaviside``, ``average``, ``nanmean``) it is followed step by
+step, so values agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import sympy as sp
+
+from .._errors import UnsupportedOperationError
+from ..ir import graph as g
+from . import arrayops as ops
+from .arrayops import elementwise, float_dtype, result_dtype
+from .symarray import SymArray, as_elems, from_object_array
+
+# ----- elementwise ---------------------------------------------------------------------------
+
+
+def isnan_node(a):
+    """``a != a``: true exactly for NaN."""
+    return g.compare(sp.Ne, a, a)
+
+
+def _isinf_node(a):
+    return g.compare(sp.Eq, g.call(sp.Abs, a), sp.oo)
+
+
+def _isfinite_node(a):
+    return g.compare(sp.StrictLessThan, g.call(sp.Abs, a), sp.oo)
+
+
+def _bool_ufunc(node):
+    def build(x, **kwargs):
+        ops._reject_kwargs("isnan/isinf/isfinite", kwargs, allowed=("dtype", "casting", "order", "subok"))
+        return elementwise(node, (x,), np.dtype(bool))
+
+    return build
+
+
+isnan = _bool_ufunc(isnan_node)
+isinf = _bool_ufunc(_isinf_node)
+isfinite = _bool_ufunc(_isfinite_node)
+
+
+def _heaviside_node(x, h0):
+    # NumPy's npy_heaviside: NaN for NaN, h0 at (either) zero, 0 below, 1 above
+    return g.select([(g.ZERO, g.compare(sp.StrictLessThan, x, g.ZERO)),
+                     (g.ONE, g.compare(sp.StrictGreaterThan, x, g.ZERO)),
+                     (h0, g.compare(sp.Eq, x, g.ZERO)),
+                     (sp.nan, g.TRUE)])
+
+
+def heaviside(x1, x2, **kwargs):
+    ops._reject_kwargs("heaviside", kwargs, allowed=("dtype", "casting", "order", "subok"))
+    dtype = result_dtype(np.heaviside, as_elems(x1)[1], as_elems(x2)[1])
+    return elementwise(_heaviside_node, (x1, x2), dtype)
+
+
+_PI = sp.Float(math.pi)
+_PI2_6 = sp.Float(math.pi * math.pi / 6)
+
+
+_SINC_TINY = sp.Float(5e-9)
+
+
+def _sinc_node(x):
+    # NumPy: y = pi * where(x == 0, 1e-20, x); sin(y) / y, which is exactly 1 for
+    # |x| < 5e-9.  There the value comes from the Taylor polynomial 1 - (pi x)^2 / 6
+    # instead (also exactly 1), so the derivatives near 0 are right (0 and -pi^2/3 at
+    # 0) rather than a cancellation of two terms of size 1/x.
+    if x.is_Number:
+        with np.errstate(all="ignore"):
+            return g.const(np.sinc(float(x)))
+    y = g.mul(_PI, x)
+    return g.select([(g.sub(g.ONE, g.mul(_PI2_6, g.pow_(x, sp.Integer(2)))),
+                      g.compare(sp.StrictLessThan, g.call(sp.Abs, x), _SINC_TINY)),
+                     (g.div(g.call(sp.sin, y), y), g.TRUE)])
+
+
+def sinc(x):
+    return elementwise(_sinc_node, (x,), float_dtype(as_elems(x)[1]))
+
+
+# ----- matrices --------------------------------------------------------------------------------
+
+
+def _triangle(lower: bool):
+    def build(m, k=0):
+        x = from_object_array(m)
+        rows, cols = (x.shape[-2:] if x.ndim >= 2 else (x.shape[-1], x.shape[-1]))
+        # NumPy: tril keeps tri(k); triu zeroes tri(k - 1)
+        mask = np.tri(rows, cols, k if lower else k - 1, dtype=bool)
+        keep = mask if lower else ~mask
+        elems = np.where(keep, x.elems, g.ZERO)
+        return SymArray(np.asarray(elems, dtype=object), x.dtype)
+
+    return build
+
+
+tril = _triangle(True)
+triu = _triangle(False)
+
+
+def kron(a, b):
+    A, B = from_object_array(a), from_object_array(b)
+    dtype = result_dtype(np.multiply, A.dtype, B.dtype)
+    if A.ndim == 0 or B.ndim == 0:
+        return elementwise(g.mul, (A, B), dtype)
+    nd = max(A.ndim, B.ndim)
+    ea = A.elems.reshape((1,) * (nd - A.ndim) + A.shape)
+    eb = B.elems.reshape((1,) * (nd - B.ndim) + B.shape)
+    # a's axes interleaved with b's: out[i * nb + j] = a[i] * b[j] along every axis
+    ia = ea.reshape(tuple(itertools.chain.from_iterable((n, 1) for n in ea.shape)))
+    ib = eb.reshape(tuple(itertools.chain.from_iterable((1, n) for n in eb.shape)))
+    out = elementwise(g.mul, (SymArray(ia, A.dtype), SymArray(ib, B.dtype)), dtype)
+    return SymArray(out.elems.reshape(tuple(p * q for p, q in zip(ea.shape, eb.shape, strict=True))), dtype)
+
+
+_PAD_MODES = ("constant", "edge", "wrap", "reflect", "symmetric", "empty")
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    x = from_object_array(array)
+    if mode not in _PAD_MODES:
+        raise UnsupportedOperationError(
+            f"np.pad(mode={mode!r}) while tracing: symjac traces the modes {', '.join(_PAD_MODES)}. "
+            "Pad with one of those, or build the border with np.concatenate."
+        )
+    if kwargs.get("reflect_type", "even") != "even" or set(kwargs) - {"constant_values", "reflect_type"}:
+        raise UnsupportedOperationError(f"np.pad(..., {', '.join(kwargs)}) while tracing: only "
+                                        "constant_values= (and reflect_type='even') are traced")
+    index = np.arange(x.size).reshape(x.shape)
+    if mode not in ("constant", "empty"):
+        where = np.pad(index, pad_width, mode=mode)
+        return SymArray(x.elems.reshape(-1)[where], x.dtype)
+    # constants: pad the index array with codes -1, -2, ... standing for each side's value,
+    # so NumPy decides which value each corner gets
+    values = kwargs.get("constant_values", 0) if mode == "constant" else 0
+    pairs = np.broadcast_to(np.asarray(values, dtype=object), (x.ndim, 2)) if x.ndim else np.empty((0, 2), object)
+    codes = -1 - np.arange(2 * x.ndim).reshape(x.ndim, 2)
+    where = np.pad(index, pad_width, mode="constant", constant_values=codes) if x.ndim else index
+    nodes = [as_elems(v)[0][()] for v in pairs.reshape(-1)]
+    dtypes = [as_elems(v)[1] for v in pairs.reshape(-1) if isinstance(v, SymArray)]
+    flat = x.elems.reshape(-1)
+    out = np.empty(where.shape, dtype=object)
+    for idx in np.ndindex(where.shape):
+        k = where[idx]
+        out[idx] = flat[k] if k >= 0 else nodes[-1 - k]
+    return SymArray(out, np.result_type(x.dtype, *dtypes))
+
+
+# ----- reductions ---------------------------------------------------------------------------------
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    x = from_object_array(a)
+    if weights is None:
+        avg = np.mean(x, axis=axis, keepdims=keepdims)
+        scale = avg.dtype.type(x.size / max(avg.size, 1))
+        scl = np.broadcast_to(scale, avg.shape) if returned else None
+    else:
+        w = from_object_array(weights)
+        if w.shape != x.shape:
+            if axis is None:
+                raise TypeError("Axis must be specified when shapes of a and weights differ.")
+            if w.ndim != 1 or w.shape[0] != x.shape[axis]:
+                raise ValueError("Shape of weights must be consistent with shape of a along specified axis.")
+            w = np.swapaxes(np.broadcast_to(w, (1,) * (x.ndim - 1) + w.shape), -1, axis)
+        dtype = np.result_type(float_dtype(x.dtype), w.dtype)
+        scl = np.sum(w, axis=axis, dtype=dtype, keepdims=keepdims)
+        avg = np.sum(np.multiply(x, w, dtype=dtype), axis=axis, keepdims=keepdims) / scl
+        if returned and scl.shape != avg.shape:
+            scl = np.broadcast_to(scl, avg.shape)
+    return (avg, scl) if returned else avg
+
+
+def _nan_to_zero(x: SymArray) -> SymArray:
+    if x.dtype.kind not in "fc":
+        return x
+    return elementwise(lambda v: g.select([(g.ZERO, isnan_node(v)), (v, g.TRUE)]), (x,), x.dtype)
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    ops._reject_kwargs("nansum", {"out": out, **kwargs})
+    return np.sum(_nan_to_zero(from_object_array(a)), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    ops._reject_kwargs("nanmean", {"out": out, **kwargs})
+    x = from_object_array(a)
+    if x.dtype.kind not in "fc":
+        return np.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    # NumPy: the sum of the array with NaNs as zeros over the count of the others
+    count = elementwise(lambda v: g.select([(g.ZERO, isnan_node(v)), (g.ONE, g.TRUE)]), (x,), np.dtype(np.intp))
+    total = np.sum(_nan_to_zero(x), axis=axis, dtype=dtype, keepdims=keepdims)
+    # (NumPy divides in place: the result keeps the sum's dtype)
+    return np.true_divide(total, np.sum(count, axis=axis, dtype=np.intp, keepdims=keepdims), dtype=total.dtype)
+
+
+# ----- small dense linear algebra, in closed form ------------------------------------------------
+
+_CLOSED_FORM = 4
+
+
+def _square(name: str, a) -> SymArray:
+    x = from_object_array(a)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
+    if x.shape[-1] > _CLOSED_FORM:
+        raise UnsupportedOperationError(
+            f"np.linalg.{name} of a traced {x.shape[-1]}×{x.shape[-1]} matrix: symjac writes det, inv "
+            f"and solve in closed form up to {_CLOSED_FORM}×{_CLOSED_FORM}. For a larger system, make "
+            "the matrix a constant (its inverse is then computed by NumPy), or pass the solution in."
+        )
+    return x
+
+
+def _det_nodes(m: np.ndarray):
+    """The determinant of a small object matrix by cofactor expansion along row 0."""
+    n = m.shape[0]
+    if n == 1:
+        return m[0, 0]
+    if n == 2:
+        return g.sub(g.mul(m[0, 0], m[1, 1]), g.mul(m[0, 1], m[1, 0]))
+    terms = []
+    for j in range(n):
+        minor = np.delete(np.delete(m, 0, axis=0), j, axis=1)
+        term = g.mul(m[0, j], _det_nodes(minor))
+        terms.append(term if j % 2 == 0 else g.neg(term))
+    return g.add(*terms)
+
+
+def _adjugate(m: np.ndarray) -> np.ndarray:
+    n = m.shape[0]
+    adj = np.empty((n, n), dtype=object)
+    if n == 1:
+        adj[0, 0] = g.ONE
+        return adj
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(m, j, axis=0), i, axis=1)
+            c = _det_nodes(minor)
+            adj[i, j] = c if (i + j) % 2 == 0 else g.neg(c)
+    return adj
+
+
+def _per_matrix(x: SymArray, fn, out_tail: tuple, dtype) -> SymArray:
+    batch = x.shape[:-2]
+    out = np.empty(batch + out_tail, dtype=object)
+    for idx in np.ndindex(batch):
+        out[idx] = fn(x.elems[idx])
+    return SymArray(out, dtype)
+
+
+def det(a):
+    x = _square("det", a)
+    return _per_matrix(x, _det_nodes, (), float_dtype(x.dtype))
+
+
+def _inverse(m: np.ndarray) -> np.ndarray:
+    d = _det_nodes(m)
+    inv_d = g.pow_(d, g.NEG_ONE)
+    return np.vectorize(lambda c: g.mul(c, inv_d), otypes=[object])(_adjugate(m))
+
+
+def inv(a):
+    x = _square("inv", a)
+    n = x.shape[-1]
+    return _per_matrix(x, _inverse, (n, n), float_dtype(x.dtype))
+
+
+def solve(a, b):
+    from .symarray import constant_value
+
+    A = from_object_array(a)
+    B = from_object_array(b)
+    constant = constant_value(A)
+    if constant is not None:  # a constant matrix of any size: NumPy inverts it
+        inverse = np.linalg.inv(constant)
+    else:
+        inverse = inv(A)
+    # (NumPy 2: b is a vector if 1-d, else a stack of matrices)
+    return ops.matmul(inverse, B)
