@@ -1,23 +1,30 @@
-"""Encoding an SSA program as arrays for the tape interpreter (``_tape_vm``)."""
+"""The tape interpreter: an SSA program encoded as arrays, run by one loop.
+
+The loop (``llvm.vm_step``) dispatches on the opcode with a ``switch`` whose
+cases are emitted by the operation records' own emitters, the ones the
+kernels are compiled from, so the tape and the kernels give the same bits.
+Its module is generated into the kernel cache directory under a name that
+carries the records' fingerprint (``kernels.vm_source``), trust-checked like
+kernel files, and compiled once per installation; Numba's disk cache serves
+it to later processes in milliseconds.  A damaged cache of it is rebuilt
+(with a warning) in every compile mode.
+"""
 
 from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..ir import ops as _ops
-from . import codegen as _codegen
 from . import compiler as _compile
-from . import tape_vm as _tape_vm
-from .codegen import Program
+from . import kernels as _kernels
+from .program import Program
 
-assert _codegen.OPCODES == _tape_vm.NAMES, "opcode tables out of sync"
-_OP = {name: i for i, name in enumerate(_codegen.OPCODES)}
+_OP = _ops.OPCODE
 
 
 @dataclass
@@ -38,10 +45,10 @@ class Tape:
     def run(self, inputs: np.ndarray, out: np.ndarray) -> None:
         """Evaluate on the flat input buffer into the flat, zeroed output buffer."""
         work = np.empty(max(self.n_ops, 1), dtype=self.consts.dtype)
-        _tape_vm.run(self.code, self.consts, inputs, self.store_idx, self.store_val,
-                     self.const_idx, self.const_val, work, out)
+        _function("run", self.consts.dtype)(self.code, self.consts, inputs, self.store_idx, self.store_val,
+                                            self.const_idx, self.const_val, work, out)
 
-    def to_program(self, in_sizes: list[int], out_sizes: list[int]) -> _codegen.Program:
+    def to_program(self, in_sizes: list[int], out_sizes: list[int]) -> Program:
         """The SSA program this tape encodes (the inverse of ``encode``)."""
         in_off = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
         out_off = np.concatenate([[0], np.cumsum(out_sizes)]).astype(np.int64)
@@ -52,7 +59,7 @@ class Tape:
 
         ops = []
         for op, a, b, c in self.code.tolist():
-            name = _codegen.OPCODES[op]
+            name = _ops.RECORDS[op].name
             if name == "load":
                 ops.append((name, (), split(in_off, a)))
             elif name == "const":
@@ -62,7 +69,7 @@ class Tape:
                 ops.append((name, (a, b, c)[:arity], None))
         stores = [(*split(out_off, i), int(v)) for i, v in zip(self.store_idx.tolist(), self.store_val.tolist())]
         consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist())]
-        return _codegen.Program(ops, stores, consts)
+        return Program(ops, stores, consts)
 
     def for_batch(self, in_sizes: list[int], batched: list[bool]) -> "Tape":
         """This tape with loads re-pointed for a batch: batched inputs are read
@@ -83,39 +90,62 @@ class Tape:
 
     def run_batch(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray, parallel: bool) -> None:
         """Evaluate every row of ``batched`` (B, n_b) into ``out`` (B, n_out)."""
-        run = _tape_vm.run_batch if parallel else _tape_vm.run_batch_serial
+        run = _function("run_batch" if parallel else "run_batch_serial", self.consts.dtype)
         run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
             self.const_idx, self.const_val, out)
 
 
-_ready: set = set()
+_ready: dict = {}  # (function name, dtype) -> compiled dispatcher
 _ready_lock = threading.Lock()
 _preload: threading.Thread | None = None
+_module_path = None
+
+
+def _signature(name: str, dtype):
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    f, i64 = from_dtype(np.dtype(dtype)), types.int64
+    vec, ivec = types.Array(f, 1, "C"), types.Array(i64, 1, "C")
+    code = types.Array(i64, 2, "C")
+    if name == "run":
+        return types.none(code, vec, vec, ivec, ivec, ivec, vec, vec, vec)
+    mat = types.Array(f, 2, "C")
+    return types.none(code, vec, mat, vec, ivec, ivec, ivec, vec, mat)
+
+
+def _load(name: str):
+    """The interpreter module's function ``name`` (the file written first if needed)."""
+    global _module_path
+    source = _kernels.vm_source()
+    if _module_path is None or not _module_path.exists():
+        _module_path = _compile.write_module(source, f"tape_vm_{_compile.source_digest(source)}")
+    return _compile.load_function(_module_path, name, lambda: source)
+
+
+def _function(name: str, dtype):
+    """The interpreter's ``name`` compiled (or loaded from disk) for ``dtype``."""
+    key = (name, np.dtype(dtype))
+    fn = _ready.get(key)
+    if fn is not None:
+        return fn
+    with _ready_lock:
+        fn = _ready.get(key)
+        if fn is None:
+            fn = _load(name)
+            # a damaged Numba cache of the interpreter is emptied and compiled again (with a warning)
+            _compile.compile_kernel(fn, _signature(name, dtype))
+            _ready[key] = fn
+    return fn
 
 
 def ensure_ready(dtype) -> None:
     """Load the interpreter's machine code for ``dtype`` now.
 
     Loading needs Numba's compiler lock, which a background kernel compile
-    holds for seconds; doing it first keeps the first call from waiting.
+    holds while it runs; doing it first keeps the first call from waiting.
     """
-    dtype = np.dtype(dtype)
-    if dtype in _ready:
-        return
-    with _ready_lock:
-        if dtype in _ready:
-            return
-        empty = np.zeros(0, dtype=np.int64)
-        args = (np.zeros((0, 4), dtype=np.int64), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype),
-                empty, empty, empty, np.zeros(0, dtype=dtype), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype))
-        try:
-            _tape_vm.run(*args)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
-            # a corrupted or foreign Numba cache of the interpreter: forget it, compile again
-            for fn in (_tape_vm._step, _tape_vm._store, _tape_vm.run, _tape_vm.run_batch, _tape_vm.run_batch_serial):
-                _compile.recover(fn)
-            _tape_vm.run(*args)
-        _ready.add(dtype)
+    _function("run", dtype)
 
 
 def start_preload() -> None:

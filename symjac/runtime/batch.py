@@ -79,10 +79,11 @@ class BatchProgram:
         self.error: str | None = None
         self._lock = threading.Lock()
         spec = compiled.spec
-        self.source = _codegen.kernel_source(compiled.program, spec, batched=batched)
-        stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
+        self.module = _codegen.kernel_source(compiled.program, spec, batched=batched)
+        self._source: str | None = None
+        stem = f"{spec.name}_batch_{_codegen.source_digest(self.module)}"
         try:
-            self.path = _compile.write_module(self.source, stem)
+            self.path = _compile.write_module(self.module, stem)
         except _compile.CacheWriteError as exc:
             self.path, self.error = None, str(exc)
 
@@ -95,9 +96,9 @@ class BatchProgram:
             out_nd = [len(s) + 1 for s in spec.outputs]
             try:
                 sig = _compile.signature(in_nd, out_nd, spec.dtype)
-                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.source)
+                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.module)
                 seconds, from_disk = _compile.compile_kernel(serial, sig)
-                dispatcher = _compile.load_function(self.path, f"{spec.name}_batch", lambda: self.source)
+                dispatcher = _compile.load_function(self.path, f"{spec.name}_batch", lambda: self.module)
                 more, _ = _compile.compile_kernel(dispatcher, sig)
                 seconds += more
             except Exception as exc:
@@ -110,6 +111,17 @@ class BatchProgram:
             self.serial = serial
             self.kernel = dispatcher
             self.state = "ready"
+
+    @property
+    def source(self) -> str:
+        """The batch program rendered as readable Python (the kernel runs it as LLVM IR)."""
+        if self._source is None:
+            self._source = _codegen.render(self.compiled.program, self.compiled.spec, batched=self.batched)
+        return self._source
+
+    def llvm_ir(self) -> str:
+        """The LLVM IR of one sample's body (before optimisation)."""
+        return _codegen.ir_text(self.compiled.program, self.compiled.spec, batched=self.batched)
 
     @property
     def dtype(self) -> np.dtype:

@@ -1,0 +1,153 @@
+"""Kernel modules: the text of the files that hold compiled kernels.
+
+A kernel module holds one-line ``@njit(cache=True)`` wrappers around the
+intrinsics of ``llvm.py``, with the program embedded as a string literal, so
+the file alone compiles the kernel in any process (the compile child too)
+and Numba's disk cache serves it later.  The text holds only names symjac
+generates (checked against a strict pattern here, where it is written) and
+numbers: never a user's string.
+
+Numba keys its disk cache on the source file, not on the intrinsics the file
+calls, so every module carries :func:`fingerprint`: a digest of the records,
+the emitter and the versions involved.  A change to any of them gives new
+module text, hence new file names and fresh compiles instead of stale
+machine code.  The tape interpreter's module (:func:`vm_source`) is generated
+the same way, into the kernel cache directory.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import keyword
+import platform
+import re
+from importlib import metadata
+from pathlib import Path
+
+from .program import KernelSpec, Program, to_text
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,150}")
+_LITERAL = re.compile(r"[A-Za-z0-9_ .,;|+\-]*")  # opcode names, numbers, separators
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A digest of everything that decides the machine code of a module with
+    a given text: the records, the emitter, the module formats, the versions."""
+    here = Path(__file__).parent
+    h = hashlib.blake2b(digest_size=8)
+    versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
+    h.update(f"{versions} {platform.machine()}".encode())
+    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "llvm.py", here / "kernels.py",
+                 here / "program.py", here / "reroll.py"):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def identifier(name: str) -> str:
+    """``name`` if it is a plain ASCII identifier symjac may write into a
+    module; ValueError otherwise (names are sanitised before they get here)."""
+    if not _IDENTIFIER.fullmatch(name) or keyword.iskeyword(name):
+        raise ValueError(f"refusing to write {name!r} into a kernel module: not a plain identifier")
+    return name
+
+
+def kernel_name(name: str) -> str:
+    """A kernel name from any string: non-ASCII-alphanumerics become ``_``."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name)[:120] or "kernel"
+    return f"k_{clean}" if clean[0].isdigit() or keyword.iskeyword(clean) else clean
+
+
+def _program_literal(program: Program, spec: KernelSpec, batched=None) -> str:
+    text = to_text(program, spec, batched)
+    if not _LITERAL.fullmatch(text):  # repr() of floats and opcode names only: never reached
+        raise ValueError("program text with unexpected characters")
+    return f'"{text}"'
+
+
+def _header() -> list[str]:
+    return [
+        "# symjac kernel module (generated; do not edit). The string is the program: opcode names and",
+        "# numbers, compiled to LLVM IR by symjac.backend.llvm. .source() shows it as Python.",
+        f"# symjac-ir {fingerprint()}",
+    ]
+
+
+def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
+    """The module for ``program``: ``<name>(inputs..., outputs...)``, or with
+    ``batched`` (a flag per input) ``<name>_batch`` (samples in parallel) and
+    ``<name>_batch_serial``."""
+    name = identifier(spec.name)
+    ins = [f"a{i}" for i in range(len(spec.inputs))]
+    outs = [f"out{k}" for k in range(len(spec.outputs))]
+    args = ", ".join(ins + outs)
+    packed = f"({''.join(n + ', ' for n in ins)}), ({''.join(n + ', ' for n in outs)})"
+    literal = _program_literal(program, spec, batched)
+    if batched is None:
+        return "\n".join([
+            *_header(),
+            "from numba import njit",
+            "from symjac.backend.llvm import kernel",
+            "",
+            "",
+            "@njit(cache=True, nogil=True)",
+            f"def {name}({args}):",
+            f"    kernel({packed}, {literal})",
+            "",
+        ])
+    lines = [*_header(), "from numba import njit, prange", "from symjac.backend.llvm import sample", ""]
+    for suffix, decorator, loop in (("_batch", ", parallel=True", "prange"), ("_batch_serial", "", "range")):
+        lines += [
+            "",
+            f"@njit(cache=True, nogil=True{decorator})",
+            f"def {name}{suffix}({args}):",
+            f"    for i in {loop}(out0.shape[0]):",
+            f"        sample({packed}, i, {literal})",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def vm_source() -> str:
+    """The tape interpreter's module (see ``tape.py``).  One dispatcher per
+    entry point and nothing shared between them, so a damaged Numba cache is
+    emptied and rebuilt function by function."""
+    store = [
+        "for s in range(store_idx.shape[0]):",
+        "    {out}store_idx[s]] = work[store_val[s]]",
+        "for s in range(const_idx.shape[0]):",
+        "    {out}const_idx[s]] = const_val[s]",
+    ]
+    params = "code, consts, {inputs}, store_idx, store_val, const_idx, const_val, {rest}"
+    return "\n".join([
+        "# symjac tape interpreter (generated; do not edit): the dispatch loop is emitted from the",
+        "# operation records by symjac.backend.llvm.vm_step.",
+        f"# symjac-ir {fingerprint()}",
+        "import numpy as np",
+        "from numba import njit, prange",
+        "from symjac.backend.llvm import vm_step",
+        "",
+        "",
+        "@njit(cache=True, nogil=True)",
+        f"def run({params.format(inputs='inputs', rest='work, out')}):",
+        "    vm_step(code, consts, inputs, inputs, work)",
+        *("    " + line.format(out="out[") for line in store),
+        "",
+        "",
+        "@njit(cache=True, nogil=True, parallel=True)",
+        f"def run_batch({params.format(inputs='batched, shared', rest='out')}):",
+        "    n = max(code.shape[0], 1)",
+        "    for i in prange(batched.shape[0]):",
+        "        work = np.empty(n, dtype=consts.dtype)",
+        "        vm_step(code, consts, batched[i], shared, work)",
+        *("        " + line.format(out="out[i, ") for line in store),
+        "",
+        "",
+        "@njit(cache=True, nogil=True)",
+        f"def run_batch_serial({params.format(inputs='batched, shared', rest='out')}):",
+        "    work = np.empty(max(code.shape[0], 1), dtype=consts.dtype)",
+        "    for i in range(batched.shape[0]):",
+        "        vm_step(code, consts, batched[i], shared, work)",
+        *("        " + line.format(out="out[i, ") for line in store),
+        "",
+    ])
