@@ -31,10 +31,11 @@ def kernel_source(program: Program, spec: KernelSpec, roll: bool = True, batched
 
 
 def ir_text(program: Program, spec: KernelSpec, batched=None) -> str:
-    """The LLVM IR of the kernel (see ``llvm.ir_text``; imports llvmlite and Numba)."""
-    from .llvm import ir_text as text
+    """The LLVM IR of the kernel's body, as emitted (before LLVM optimises it)."""
+    from .native import ir_text as text
+    from .program import to_text
 
-    return text(program, spec, batched)
+    return text(to_text(program, spec, batched), "kernel" if batched is None else "batch")
 
 
 def safe_names(names: Sequence[str]) -> list[str]:

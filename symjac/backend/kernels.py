@@ -1,9 +1,10 @@
 """Kernel modules: the text of the files that hold compiled kernels.
 
-A kernel module holds one-line ``@njit(cache=True)`` wrappers around the
-intrinsics of ``llvm.py``, with the program embedded as a string literal, so
-the file alone compiles the kernel in any process (the compile child too)
-and Numba's disk cache serves it later.  The text holds only names symjac
+A kernel module holds its program as data (``SYMJAC_NATIVE``: the body's
+symbol and the program text) and one-line ``@njit(cache=True)`` wrappers that
+call the body (``native.py``), so the file alone compiles the kernel in any
+process (the compile child too); the body's object code and Numba's disk
+cache of the wrappers serve later processes.  The text holds only names symjac
 generates (checked against a strict pattern here, where it is written) and
 numbers: never a user's string.
 
@@ -27,6 +28,8 @@ from pathlib import Path
 
 from .program import KernelSpec, Program, to_text
 
+#: a parallel batch is cut into at most this many ranges of samples (one body call each)
+BATCH_PARTS = 256
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,150}")
 _LITERAL = re.compile(r"[A-Za-z0-9_ .,;|+\-]*")  # opcode names, numbers, separators
 
@@ -39,8 +42,8 @@ def fingerprint() -> str:
     h = hashlib.blake2b(digest_size=8)
     versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
     h.update(f"{versions} {platform.machine()}".encode())
-    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "llvm.py", here / "kernels.py",
-                 here / "program.py", here / "reroll.py"):
+    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "llvm.py", here / "native.py",
+                 here / "kernels.py", here / "program.py", here / "reroll.py"):
         h.update(path.read_bytes())
     return h.hexdigest()
 
@@ -63,13 +66,14 @@ def _program_literal(program: Program, spec: KernelSpec, batched=None) -> str:
     text = to_text(program, spec, batched)
     if not _LITERAL.fullmatch(text):  # repr() of floats and opcode names only: never reached
         raise ValueError("program text with unexpected characters")
-    return f'"{text}"'
+    return text
 
 
 def _header() -> list[str]:
     return [
-        "# symjac kernel module (generated; do not edit). The string is the program: opcode names and",
-        "# numbers, compiled to LLVM IR by symjac.backend.llvm. .source() shows it as Python.",
+        "# symjac kernel module (generated; do not edit). SYMJAC_NATIVE names the kernel body's symbol and",
+        "# holds its program (opcode names and numbers), which symjac compiles to machine code through",
+        "# LLVM IR (symjac.backend.native) before Numba compiles or loads the wrappers that call it.",
         f"# symjac-ir {fingerprint()}",
     ]
 
@@ -78,33 +82,49 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     """The module for ``program``: ``<name>(inputs..., outputs...)``, or with
     ``batched`` (a flag per input) ``<name>_batch`` (samples in parallel) and
     ``<name>_batch_serial``."""
+    from .native import symbol_for
+
     name = identifier(spec.name)
     ins = [f"a{i}" for i in range(len(spec.inputs))]
     outs = [f"out{k}" for k in range(len(spec.outputs))]
     args = ", ".join(ins + outs)
     packed = f"({''.join(n + ', ' for n in ins)}), ({''.join(n + ', ' for n in outs)})"
-    literal = _program_literal(program, spec, batched)
+    text = _program_literal(program, spec, batched)
+    kind = "kernel" if batched is None else "batch"
+    symbol = identifier(symbol_for(text, kind))
+    lines = [*_header()]
     if batched is None:
-        return "\n".join([
-            *_header(),
+        lines += [
             "from numba import njit",
-            "from symjac.backend.llvm import kernel",
+            "from symjac.backend.native import native_call",
+            "",
+            f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
             "",
             "",
             "@njit(cache=True, nogil=True)",
             f"def {name}({args}):",
-            f"    kernel({packed}, {literal})",
-            "",
-        ])
-    lines = [*_header(), "from numba import njit, prange", "from symjac.backend.llvm import sample", ""]
-    for suffix, decorator, loop in (("_batch", ", parallel=True", "prange"), ("_batch_serial", "", "range")):
-        lines += [
-            "",
-            f"@njit(cache=True, nogil=True{decorator})",
-            f"def {name}{suffix}({args}):",
-            f"    for i in {loop}(out0.shape[0]):",
-            f"        sample({packed}, i, {literal})",
+            f'    native_call({packed}, "{symbol}")',
         ]
+        return "\n".join(lines) + "\n"
+    lines += [
+        "from numba import njit, prange",
+        "from symjac.backend.native import native_range",
+        "",
+        f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
+        "",
+        "",
+        "@njit(cache=True, nogil=True, parallel=True)",
+        f"def {name}_batch({args}):",
+        "    n = out0.shape[0]",
+        f"    parts = min(n, {BATCH_PARTS})  # ranges of samples, spread over the threads by prange",
+        "    for c in prange(parts):",
+        f'        native_range({packed}, c * n // parts, (c + 1) * n // parts, "{symbol}")',
+        "",
+        "",
+        "@njit(cache=True, nogil=True)",
+        f"def {name}_batch_serial({args}):",
+        f'    native_range({packed}, 0, out0.shape[0], "{symbol}")',
+    ]
     return "\n".join(lines) + "\n"
 
 

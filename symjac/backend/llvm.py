@@ -1,27 +1,14 @@
-"""Numba intrinsics that emit a program as LLVM IR, and the tape's dispatch.
+"""The tape interpreter's dispatch loop, emitted from the operation records.
 
-A kernel module (``kernels.py``) is a real file holding one-line ``@njit``
-wrappers such as::
-
-    @njit(cache=True, nogil=True)
-    def jacobian_of_f_f64(a0, out0):
-        kernel((a0,), (out0,), "p1|float64|3|-|9|load 0 0;sin 0;...")
-
-Numba types the wrapper (a few milliseconds: nothing to infer), and the
-intrinsic's code generation parses the program text and emits it with
-:func:`emit.emit_program` straight into the wrapper's LLVM function.  Numba's
-Python front end never sees the program, so a kernel of thousands of
-operations compiles in a fraction of a second, and ``cache=True`` serves it
-from disk in later processes.
-
-:func:`vm_step` is the tape interpreter's loop: a ``switch`` on the opcode
-with one case per record, each emitted by the same ``emit`` function the
-kernels use, so the tape and the kernels agree to the last bit.
+:func:`vm_step` is a Numba intrinsic: a loop over the tape's rows with a
+``switch`` on the opcode and one case per record, each emitted by the same
+``emit`` function the kernels are compiled from (here through
+:class:`IREmitter`, llvmlite's builder; kernels through ``emit.TextEmitter``,
+text: both write the same instructions), so the tape and the kernels agree to
+the last bit.
 """
 
 from __future__ import annotations
-
-from collections import OrderedDict
 
 from llvmlite import ir
 from numba import types
@@ -29,102 +16,78 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..ir import ops as _ops
-from .emit import I64, Frame, IREmitter, emit_program, float_type
-from .program import KernelSpec, Layout, Program, from_text, to_text
 
-_PARSED: OrderedDict = OrderedDict()  # program text -> (Program, Layout), a few recent ones
-
-
-def _parse(text: str) -> tuple[Program, Layout]:
-    found = _PARSED.get(text)
-    if found is None:
-        found = _PARSED[text] = from_text(text)
-        while len(_PARSED) > 16:
-            _PARSED.popitem(last=False)
-    return found
+I64 = ir.IntType(64)
+_LIBM_ATTRS = ("readnone", "nounwind", "nobuiltin")
 
 
-def _operand(context, builder, ty, value):
-    """An array argument's data pointer, or a scalar argument's value."""
-    if isinstance(ty, types.Array):
-        return context.make_array(ty)(context, builder, value).data
-    return value
+class IREmitter:
+    """The emitter helper (``ir.ops.Emitter``) over an llvmlite builder."""
 
+    def __init__(self, builder: ir.IRBuilder, fty: ir.Type):
+        self.b, self.fty = builder, fty
+        self.suffix = "f" if isinstance(fty, ir.FloatType) else ""
 
-def _zero_missing(builder, e: IREmitter, program: Program, layout: Layout, frame: Frame) -> None:
-    """Write zeros to the output entries the program does not write (batch
-    outputs are not pre-zeroed): a store each when few, else the whole row."""
-    written: list[set] = [set() for _ in layout.out_sizes]
-    for out, flat, _ in (*program.stores, *program.const_stores):
-        written[out].add(flat)
-    for out, size in enumerate(layout.out_sizes):
-        missing = sorted(set(range(size)) - written[out])
-        if len(missing) > 32:
-            nbytes = size * (4 if isinstance(e.fty, ir.FloatType) else 8)
-            cgutils.memset(builder, frame.outputs[out], I64(nbytes), 0)
-        else:
-            for flat in missing:
-                frame.store(out, I64(flat), e.const(0.0))
+    def const(self, value: float):
+        return ir.Constant(self.fty, float(value))
 
+    def add(self, a, b):
+        return self.b.fadd(a, b)
 
-def _unpack(context, builder, tuple_type, value) -> list:
-    """The operands of a tuple argument: array data pointers and scalar values."""
-    return [_operand(context, builder, ty, builder.extract_value(value, j)) for j, ty in enumerate(tuple_type)]
+    def sub(self, a, b):
+        return self.b.fsub(a, b)
 
+    def mul(self, a, b):
+        return self.b.fmul(a, b)
 
-def _layout_for(literal, inputs, outputs, batch: bool):
-    if not isinstance(literal, types.StringLiteral) or not isinstance(inputs, types.BaseTuple) \
-            or not isinstance(outputs, types.BaseTuple):
-        return None
-    program, layout = _parse(literal.literal_value)
-    if len(inputs) != len(layout.in_sizes) or len(outputs) != len(layout.out_sizes) \
-            or (layout.batched is not None) != batch:
-        return None
-    return program, layout
+    def div(self, a, b):
+        return self.b.fdiv(a, b)
 
+    def neg(self, a):
+        return self.b.fneg(a)
 
-@intrinsic(prefer_literal=True)
-def kernel(typingctx, inputs, outputs, text):
-    """``kernel((inputs...), (outputs...), program_text)``: the whole program."""
-    found = _layout_for(text, inputs, outputs, batch=False)
-    if found is None:
-        return None
-    program, layout = found
+    def call(self, function: str, *args):
+        name = function + self.suffix
+        module = self.b.module
+        fn = module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(module, ir.FunctionType(self.fty, [self.fty] * len(args)), name)
+            for attr in _LIBM_ATTRS:
+                fn.attributes.add(attr)
+        return self.b.call(fn, args)
 
-    def codegen(context, builder, signature, llargs):
-        e = IREmitter(builder, float_type(layout.dtype))
-        ins = _unpack(context, builder, signature.args[0], llargs[0])
-        outs = _unpack(context, builder, signature.args[1], llargs[1])
-        emit_program(e, program, Frame(builder, ins, outs))
-        return context.get_dummy_value()
+    def intrinsic(self, name: str, *args):
+        fn = self.b.module.declare_intrinsic(f"llvm.{name}", [self.fty])
+        return self.b.call(fn, args)
 
-    return types.void(inputs, outputs, text), codegen
+    def cmp(self, symbol: str, a, b):
+        if symbol == "!=":
+            return self.b.fcmp_unordered("!=", a, b)  # true with NaN, as Python's !=
+        return self.b.fcmp_ordered(symbol, a, b)
 
+    def isnan(self, a):
+        return self.b.fcmp_unordered("uno", a, a)
 
-@intrinsic(prefer_literal=True)
-def sample(typingctx, inputs, outputs, i, text):
-    """``sample((inputs...), (outputs...), i, program_text)``: the program on
-    sample ``i`` of a batch (batched inputs and every output have a leading
-    sample axis), writing every entry of the sample's outputs."""
-    found = _layout_for(text, inputs, outputs, batch=True)
-    if found is None or not isinstance(i, types.Integer):
-        return None
-    program, layout = found
+    def truth(self, a):
+        return self.b.fcmp_unordered("!=", a, self.const(0.0))
 
-    def codegen(context, builder, signature, llargs):
-        e = IREmitter(builder, float_type(layout.dtype))
-        index = context.cast(builder, llargs[2], signature.args[2], types.int64)
-        ins = _unpack(context, builder, signature.args[0], llargs[0])
-        outs = _unpack(context, builder, signature.args[1], llargs[1])
-        ins = [builder.gep(v, [builder.mul(index, I64(size))]) if flag else v
-               for v, flag, size in zip(ins, layout.batched, layout.in_sizes)]
-        outs = [builder.gep(v, [builder.mul(index, I64(size))]) for v, size in zip(outs, layout.out_sizes)]
-        frame = Frame(builder, ins, outs)
-        _zero_missing(builder, e, program, layout, frame)
-        emit_program(e, program, frame)
-        return context.get_dummy_value()
+    def select(self, condition, a, b):
+        return self.b.select(condition, a, b)
 
-    return types.void(inputs, outputs, i, text), codegen
+    def as_float(self, condition):
+        return self.b.select(condition, self.const(1.0), self.const(0.0))
+
+    def and_(self, p, q):
+        return self.b.and_(p, q)
+
+    def or_(self, p, q):
+        return self.b.or_(p, q)
+
+    def xor(self, p, q):
+        return self.b.xor(p, q)
+
+    def not_(self, p):
+        return self.b.not_(p)
 
 
 @intrinsic
@@ -138,7 +101,7 @@ def vm_step(typingctx, code, consts, inputs, shared, work):
         arrays = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args, llargs)]
         code_a, consts_p, inputs_p, shared_p, work_p = arrays[0], *(a.data for a in arrays[1:])
         n = builder.extract_value(code_a.shape, 0)
-        e = IREmitter(builder, float_type(signature.args[1].dtype.name))
+        e = IREmitter(builder, ir.FloatType() if signature.args[1].dtype == types.float32 else ir.DoubleType())
         fn = builder.function
         with cgutils.for_range(builder, n) as loop:
             k = loop.index
@@ -162,36 +125,3 @@ def vm_step(typingctx, code, consts, inputs, shared, work):
         return context.get_dummy_value()
 
     return sig, codegen
-
-
-def ir_text(program: Program, spec: KernelSpec, batched=None) -> str:
-    """The LLVM IR the kernel intrinsic emits for ``program``, as a standalone
-    function ``void @<name>(inputs..., outputs...)`` (for batches, one sample:
-    ``@<name>_sample(..., i64 %i)``), before LLVM's optimiser."""
-    text = to_text(program, spec, batched)
-    program, layout = from_text(text)
-    fty = float_type(layout.dtype)
-    module = ir.Module(name=spec.name)
-    params = [fty if not shape and not (batched and batched[i]) else fty.as_pointer()
-              for i, (_, shape) in enumerate(spec.inputs)]
-    params += [fty.as_pointer() for _ in spec.outputs]
-    if batched is not None:
-        params.append(I64)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), spec.name + ("_sample" if batched else ""))
-    names = [f"a{i}" for i in range(len(spec.inputs))] + [f"out{k}" for k in range(len(spec.outputs))]
-    for arg, name in zip(fn.args, names + ["i"]):
-        arg.name = name
-    builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    e = IREmitter(builder, fty)
-    n_in = len(spec.inputs)
-    values = list(fn.args[: n_in + len(spec.outputs)])
-    if batched is not None:
-        i = fn.args[-1]
-        values = [builder.gep(v, [builder.mul(i, I64(size))]) if (k >= n_in or batched[k]) else v
-                  for k, (v, size) in enumerate(zip(values, layout.in_sizes + layout.out_sizes))]
-    frame = Frame(builder, values[:n_in], values[n_in:])
-    if batched is not None:
-        _zero_missing(builder, e, program, layout, frame)
-    emit_program(e, program, frame)
-    builder.ret_void()
-    return str(module)

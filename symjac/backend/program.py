@@ -276,7 +276,7 @@ def to_text(program: Program, spec: KernelSpec, batched: Sequence[bool] | None =
     fields = [
         FORMAT,
         np.dtype(spec.dtype).name,
-        ",".join(str(int(np.prod(s))) if s else "1" for _, s in spec.inputs),
+        ",".join(str(int(np.prod(s))) if s else "1s" for _, s in spec.inputs),  # s: a scalar argument
         ",".join("1" if b else "0" for b in batched) if batched is not None else "-",
         ",".join(str(int(np.prod(s))) for s in spec.outputs),
         ";".join(ops),
@@ -292,6 +292,7 @@ class Layout:
 
     dtype: np.dtype
     in_sizes: list[int]
+    in_scalar: list[bool]  # a 0-d input: a scalar argument (of a single kernel) rather than an array
     batched: list[bool] | None
     out_sizes: list[int]
 
@@ -323,6 +324,7 @@ def from_text(text: str) -> tuple[Program, Layout]:
     for item in consts_text.split(";") if consts_text else ():
         o, f, v = item.split(" ")
         program.const_stores.append((int(o), int(f), float(v)))
-    layout = Layout(np.dtype(dtype), ints(ins), None if flags == "-" else [x == "1" for x in flags.split(",") if x],
-                    ints(outs))
+    sizes = [x for x in ins.split(",") if x]
+    layout = Layout(np.dtype(dtype), [int(x.rstrip("s")) for x in sizes], [x.endswith("s") for x in sizes],
+                    None if flags == "-" else [x == "1" for x in flags.split(",") if x], ints(outs))
     return program, layout

@@ -468,7 +468,8 @@ def start_kernel(compiled) -> None:
     mode = _config.compile_mode()
     if path is None:
         return
-    if mode == "sync" or (mode == "auto" and _compile.on_disk(path)):
+    cheap = compiled.tape.n_ops <= _compile.SYNC_OPS
+    if mode == "sync" or (mode == "auto" and (cheap or _compile.on_disk(path))):
         compiled.load_kernel()
     elif mode in ("auto", "background"):
         _tape.ensure_ready(compiled.dtype)
