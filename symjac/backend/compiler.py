@@ -290,6 +290,11 @@ def _work() -> None:
             _jobs.task_done()
 
 
+def busy() -> bool:
+    """True while a background compile is queued or running."""
+    return _jobs.unfinished_tasks > 0
+
+
 def wait_all() -> None:
     """Block until every submitted background compile has finished."""
     _jobs.join()

@@ -37,7 +37,8 @@ from numba.extending import intrinsic
 from .emit import body_ir
 from .program import from_text
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
+_compiling: dict[str, threading.Lock] = {}  # symbol -> held while it is compiled (others compile in parallel)
 _engines: dict[str, object] = {}  # symbol -> its execution engine (kept alive: it owns the code)
 _DIGEST = 16
 _initialized = False
@@ -46,9 +47,11 @@ _initialized = False
 def _target_machine():
     global _initialized
     if not _initialized:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _initialized = True
+        with _lock:
+            if not _initialized:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                _initialized = True
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
                                         opt=3, codemodel="jitdefault", jit=True)
@@ -86,10 +89,16 @@ def ir_text(text: str, kind: str) -> str:
     return body_ir(symbol_for(text, kind), program, layout)
 
 
+def _host() -> str:
+    """The CPU the object code is for: its name and a digest of its features."""
+    features = hashlib.blake2b(llvm.get_host_cpu_features().flatten().encode(), digest_size=4).hexdigest()
+    return f"{llvm.get_host_cpu_name()}-{features}"
+
+
 def _object_path(symbol: str) -> Path:
     from .compiler import cache_dir
 
-    return cache_dir() / f"{symbol}.{llvm.get_host_cpu_name()}.o"
+    return cache_dir() / f"{symbol}.{_host()}.o"
 
 
 def _seal(symbol: str, code: bytes) -> bytes:
@@ -131,7 +140,9 @@ def _load(symbol: str, code: bytes) -> None:
     if not address:
         raise RuntimeError(f"the object code of {symbol} does not define it")
     llvm.add_symbol(symbol, address)
-    _engines[symbol] = engine
+    with _lock:
+        _engines[symbol] = engine
+        _compiling.pop(symbol, None)
 
 
 def ensure(symbol: str, kind: str, text: str) -> bool:
@@ -142,6 +153,8 @@ def ensure(symbol: str, kind: str, text: str) -> bool:
     if symbol != symbol_for(text, kind):
         raise ValueError(f"{symbol} does not name this program")
     with _lock:
+        mine = _compiling.setdefault(symbol, threading.Lock())
+    with mine:  # a small kernel compiled now does not wait for a big one compiling in the background
         if symbol in _engines:
             return False
         path = _object_path(symbol)

@@ -468,7 +468,9 @@ def start_kernel(compiled) -> None:
     mode = _config.compile_mode()
     if path is None:
         return
-    cheap = compiled.tape.n_ops <= _compile.SYNC_OPS
+    # a small program compiles at once, unless compiles are running in the background: LLVM
+    # serves one compile at a time, and the tape answers at once
+    cheap = compiled.tape.n_ops <= _compile.SYNC_OPS and not _compile.busy()
     if mode == "sync" or (mode == "auto" and (cheap or _compile.on_disk(path))):
         compiled.load_kernel()
     elif mode in ("auto", "background"):
