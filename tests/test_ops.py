@@ -247,3 +247,39 @@ def test_a_damaged_cache_of_the_tape_interpreter_is_rebuilt_with_a_warning(tmp_p
     want = sj.jacobian(lambda x: np.sin(x) * x)(np.array([0.5, 1.0]))
     assert again.stdout.splitlines()[0] == want.tobytes().hex()
     assert "could not be read" in again.stdout.splitlines()[1], textwrap.shorten(again.stdout, 300)
+
+
+_BODY = """
+import numpy as np, symjac as sj
+sj.set_compile_mode("sync")
+x = np.linspace(0.1, 1.0, 5)
+J = sj.jacobian(lambda x: np.sin(x) * np.roll(x, 1) + x ** 3)
+print(J(x).tobytes().hex(), sj.cache_info().compiles, J.info(x).tier)
+"""
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "writable by others"])
+def test_a_damaged_or_untrusted_kernel_body_is_compiled_again_never_loaded(tmp_path, damage):
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path))
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", _BODY], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    first = run()
+    (obj,) = (tmp_path / "kernels").glob("symjac_kernel_*.o")
+    data = obj.read_bytes()
+    if damage == "truncated":
+        obj.write_bytes(data[: len(data) // 2])
+    elif damage == "flipped":
+        obj.write_bytes(data[:-100] + bytes(b ^ 0xFF for b in data[-100:]))
+    else:
+        os.chmod(obj, 0o666)
+    for p in (tmp_path / "kernels").glob("*.ok"):
+        p.unlink()  # the Numba wrappers compile again too, so the body must be resolvable
+    for p in (tmp_path / "kernels" / "__pycache__").glob("*"):
+        p.unlink()
+    again = run()
+    assert again[0] == first[0] and again[2] == "kernel"
+    assert obj.read_bytes() == data and not obj.stat().st_mode & 0o022  # rewritten from a fresh compile

@@ -1,8 +1,9 @@
 """Re-exports of the code generation stages, for the runtime's existing imports.
 
 The stages live in ``program.py`` (DAG -> SSA program), ``printer.py`` (the
-Python-style rendering ``.source()`` shows), ``emit.py``/``llvm.py`` (the LLVM
-IR the kernels and the tape run) and ``kernels.py`` (kernel module files).
+Python-style rendering ``.source()`` shows), ``emit.py`` (the LLVM IR the kernels
+and the tape run), ``native.py`` (compiling it) and ``kernels.py`` (kernel module
+files).
 This module goes once the runtime imports those directly.
 """
 

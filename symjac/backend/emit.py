@@ -13,6 +13,8 @@ microseconds per operation.
 code, and the loops the reroller finds (index tables as constant globals),
 which compute exactly the operations the straight-line code would, in the
 same order; for a batch, a loop over a range of samples around it.
+:func:`vm_ir` writes the tape interpreter's loop, whose cases are the same
+records emitted through the same helper: kernels and tape give the same bits.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def float_literal(value: float, ftype: str) -> str:
     """An LLVM float constant: the bits of the double (float32 values are rounded first)."""
     if ftype == "float":
         value = float(np.float32(value))
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+    return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
 
 
 class TextEmitter:
@@ -244,6 +246,57 @@ def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> N
     frame.store(grp.output, _index(e, grp.outs, k), local[grp.root])
 
 
+def vm_ir(symbol: str, ftype: str) -> str:
+    """The tape interpreter's loop as an LLVM module defining
+    ``void @<symbol>(ptr %code, i64 %n, ptr %consts, ptr %inputs, ptr %shared, ptr %work)``:
+    ``work[k] = op_k(work[a], work[b], work[c])`` for each row ``(op, a, b, c)`` of
+    ``code``, a ``switch`` on the opcode with one case per record, emitted by the
+    record's ``emit`` through this same emitter helper (so tape and kernels
+    compute the same bits).  ``load`` reads ``inputs[a]``, ``load_shared``
+    ``shared[a]``, ``const`` ``consts[a]``."""
+    e = TextEmitter(ftype, symbol)
+    sources = {"load": "%inputs", "load_shared": "%shared", "const": "%consts"}
+
+    def step(k: str) -> None:
+        row = e.emit(f"mul i64 {k}, 4")
+        op, a, b, c = (e.load("%code", e.emit(f"add i64 {row}, {j}") if j else row, "i64") for j in range(4))
+        tag = e.fresh("vm")[1:]
+        done = f"{tag}.next"
+        cases = " ".join(f"i64 {n}, label %{tag}.{n}" for n in range(len(_ops.RECORDS)))
+        e.lines.append(f"  switch i64 {op}, label %{done} [ {cases} ]")
+        for number, record in enumerate(_ops.RECORDS):
+            e.label(f"{tag}.{number}")
+            if record.name in sources:
+                value = e.load(sources[record.name], a)
+            else:
+                value = record.emit(e, *(e.load("%work", x) for x in (a, b, c)[: record.arity]))
+            e.store("%work", k, value)
+            e.lines.append(f"  br label %{done}")
+        e.label(done)
+
+    e.loop("0", "%n", step)
+    params = "ptr noalias %code, i64 %n, ptr noalias %consts, ptr %inputs, ptr %shared, ptr noalias %work"
+    return _module(e, symbol, params)
+
+
+def _module(e: TextEmitter, symbol: str, params: str) -> str:
+    return "\n".join([
+        *e.globals,
+        "",
+        f"define void @{symbol}({params}) #1 {{",
+        "entry:",
+        *e.lines,
+        "  ret void",
+        "}",
+        "",
+        *e.declarations.values(),
+        "",
+        "attributes #0 = { nobuiltin nounwind memory(none) }",
+        "attributes #1 = { nounwind }",
+        "",
+    ])
+
+
 def _written(program: Program, n_outputs: int) -> list[set]:
     written: list[set] = [set() for _ in range(n_outputs)]
     for out, flat, _ in (*program.stores, *program.const_stores):
@@ -265,7 +318,7 @@ def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) ->
     e = TextEmitter(ftype, symbol)
     batched = layout.batched
     params, inputs = [], []
-    for i, size in enumerate(layout.in_sizes):
+    for i in range(len(layout.in_sizes)):
         pointer = not layout.in_scalar[i] or (batched is not None and batched[i])
         params.append(f"ptr noalias %in{i}" if pointer else f"{ftype} %in{i}")
         inputs.append((pointer, f"%in{i}"))
@@ -294,18 +347,4 @@ def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) ->
             emit_program(e, program, frame, roll)
 
         e.loop("%start", "%stop", sample)
-    return "\n".join([
-        *e.globals,
-        "",
-        f"define void @{symbol}({', '.join(params)}) #1 {{",
-        "entry:",
-        *e.lines,
-        "  ret void",
-        "}",
-        "",
-        *e.declarations.values(),
-        "",
-        "attributes #0 = { nobuiltin nounwind memory(none) }",
-        "attributes #1 = { nounwind }",
-        "",
-    ])
+    return _module(e, symbol, ", ".join(params))

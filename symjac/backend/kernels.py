@@ -42,8 +42,8 @@ def fingerprint() -> str:
     h = hashlib.blake2b(digest_size=8)
     versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
     h.update(f"{versions} {platform.machine()}".encode())
-    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "llvm.py", here / "native.py",
-                 here / "kernels.py", here / "program.py", here / "reroll.py"):
+    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "native.py", here / "kernels.py",
+                 here / "program.py", here / "reroll.py"):
         h.update(path.read_bytes())
     return h.hexdigest()
 
@@ -139,13 +139,18 @@ def vm_source() -> str:
         "    {out}const_idx[s]] = const_val[s]",
     ]
     params = "code, consts, {inputs}, store_idx, store_val, const_idx, const_val, {rest}"
+    from .native import vm_symbol
+
+    bodies = ", ".join(f'("{identifier(vm_symbol(d))}", "vm", "{d}")' for d in ("float64", "float32"))
     return "\n".join([
         "# symjac tape interpreter (generated; do not edit): the dispatch loop is emitted from the",
-        "# operation records by symjac.backend.llvm.vm_step.",
+        "# operation records (symjac.backend.emit.vm_ir) and compiled by symjac.backend.native.",
         f"# symjac-ir {fingerprint()}",
         "import numpy as np",
         "from numba import njit, prange",
-        "from symjac.backend.llvm import vm_step",
+        "from symjac.backend.native import vm_step",
+        "",
+        f"SYMJAC_NATIVE = [{bodies}]",
         "",
         "",
         "@njit(cache=True, nogil=True)",

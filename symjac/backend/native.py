@@ -34,7 +34,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .emit import body_ir
+from .emit import body_ir, vm_ir
 from .program import from_text
 
 _lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
@@ -61,13 +61,19 @@ def symbol_for(text: str, kind: str) -> str:
     """The body's symbol: a digest of the program text, its kind and the backend's fingerprint."""
     from .kernels import fingerprint
 
-    return "symjac_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
+    return f"symjac_{kind}_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
 
 
-def compile_object(symbol: str, text: str) -> bytes:
-    """Machine code (an object file) for the body of program ``text``."""
+def _source(symbol: str, kind: str, text: str) -> str:
+    if kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
+        return vm_ir(symbol, "float" if text == "float32" else "double")
     program, layout = from_text(text)
-    source = body_ir(symbol, program, layout)
+    return body_ir(symbol, program, layout)
+
+
+def compile_object(symbol: str, kind: str, text: str) -> bytes:
+    """Machine code (an object file) for the body of program ``text``."""
+    source = _source(symbol, kind, text)
     tm = _target_machine()
     module = llvm.parse_assembly(source, context=llvm.create_context())  # a private context: thread-safe
     module.triple, module.data_layout = tm.triple, str(tm.target_data)
@@ -85,8 +91,7 @@ def compile_object(symbol: str, text: str) -> bytes:
 
 def ir_text(text: str, kind: str) -> str:
     """The LLVM IR of the body of program ``text`` (what :func:`compile_object` optimises)."""
-    program, layout = from_text(text)
-    return body_ir(symbol_for(text, kind), program, layout)
+    return _source(symbol_for(text, kind), kind, text)
 
 
 def _host() -> str:
@@ -161,7 +166,7 @@ def ensure(symbol: str, kind: str, text: str) -> bool:
         code = _read_object(path, symbol)
         compiled = code is None
         if compiled:
-            code = compile_object(symbol, text)
+            code = compile_object(symbol, kind, text)
             _write_object(path, symbol, code)
         _load(symbol, code)
         return compiled
@@ -171,8 +176,15 @@ def prepare(dispatcher) -> None:
     """Before ``dispatcher`` (a kernel module's wrapper) is compiled or loaded:
     make its body's symbol resolvable."""
     spec = getattr(dispatcher, "py_func", None) and dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
-    if spec is not None:
-        ensure(*spec)
+    for body in ([spec] if isinstance(spec, tuple) else spec or ()):
+        ensure(*body)
+
+
+def vm_symbol(dtype) -> str:
+    """The tape interpreter's symbol for compute dtype ``dtype``."""
+    import numpy as np
+
+    return symbol_for(np.dtype(dtype).name, "vm")
 
 
 # ----- calling a body from a Numba wrapper ---------------------------------------------------
@@ -223,3 +235,20 @@ def native_range(typingctx, inputs, outputs, start, stop, symbol):
         return context.get_dummy_value()
 
     return types.void(inputs, outputs, start, stop, symbol), codegen
+
+
+@intrinsic
+def vm_step(typingctx, code, consts, inputs, shared, work):
+    """``vm_step(code, consts, inputs, shared, work)``: the tape interpreter
+    (``emit.vm_ir``) over every row of ``code``, for ``consts``' dtype."""
+    if not all(isinstance(t, types.Array) for t in (code, consts, inputs, shared, work)):
+        return None
+    name = vm_symbol(consts.dtype.name)
+
+    def codegen(context, builder, signature, args):
+        arrays = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args, args)]
+        n = builder.extract_value(arrays[0].shape, 0)
+        _call(builder, name, [arrays[0].data, n, *(a.data for a in arrays[1:])])
+        return context.get_dummy_value()
+
+    return types.void(code, consts, inputs, shared, work), codegen

@@ -1,8 +1,9 @@
 """The tape interpreter: an SSA program encoded as arrays, run by one loop.
 
-The loop (``llvm.vm_step``) dispatches on the opcode with a ``switch`` whose
-cases are emitted by the operation records' own emitters, the ones the
-kernels are compiled from, so the tape and the kernels give the same bits.
+The loop (``emit.vm_ir``, compiled by ``native.py``) dispatches on the opcode
+with a ``switch`` whose cases are emitted by the operation records' own
+emitters through the same helper the kernels are written with, so the tape
+and the kernels give the same bits.
 Its module is generated into the kernel cache directory under a name that
 carries the records' fingerprint (``kernels.vm_source``), trust-checked like
 kernel files, and compiled once per installation; Numba's disk cache serves
