@@ -225,9 +225,12 @@ def test_source_shows_the_llvm_ir_on_request():
 
 _DAMAGED_VM = """
 import warnings, numpy as np, symjac as sj
+from symjac.backend import tape
 warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as caught:
     with sj.compiling("never"):
+        J = sj.jacobian(lambda x: np.sin(x) * x)(np.array([0.5, 1.0]))
+        tape._function("run", np.float64)  # the Numba wrapper, which loads in the background
         J = sj.jacobian(lambda x: np.sin(x) * x)(np.array([0.5, 1.0]))
 print(J.tobytes().hex())
 print("|".join(str(w.message) for w in caught))

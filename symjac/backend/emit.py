@@ -276,7 +276,73 @@ def vm_ir(symbol: str, ftype: str) -> str:
 
     e.loop("0", "%n", step)
     params = "ptr noalias %code, i64 %n, ptr noalias %consts, ptr %inputs, ptr %shared, ptr noalias %work"
-    return _module(e, symbol, params)
+    return _module(e, symbol, params) + _vm_entries(symbol, ftype)
+
+
+def _vm_entries(symbol: str, t: str) -> str:
+    """``@<symbol>.run``: the loop, then the stores into ``out``; ``@<symbol>.rows``:
+    that for rows ``start <= i < stop`` of a batch.  Plain C entry points, so the
+    tape runs before Numba is loaded (``tape.py`` calls them through ctypes)."""
+    program = ("ptr %code, i64 %n, ptr %consts, {inputs}, ptr %work, ptr %store_idx, ptr %store_val, "
+               "i64 %n_stores, ptr %const_idx, ptr %const_val, i64 %n_consts, ptr %out")
+    run_params = program.format(inputs="ptr %inputs, ptr %shared")
+    rows_params = program.format(inputs="ptr %batched, i64 %width, ptr %shared") + ", i64 %out_width, i64 %start, i64 %stop"
+    return f"""
+define void @{symbol}.run({run_params}) #1 {{
+entry:
+  call void @{symbol}(ptr %code, i64 %n, ptr %consts, ptr %inputs, ptr %shared, ptr %work)
+  br label %stores
+stores:
+  %s = phi i64 [0, %entry], [%s.next, %store]
+  %more = icmp slt i64 %s, %n_stores
+  br i1 %more, label %store, label %consts.head
+store:
+  %at.p = getelementptr inbounds i64, ptr %store_idx, i64 %s
+  %at = load i64, ptr %at.p
+  %from.p = getelementptr inbounds i64, ptr %store_val, i64 %s
+  %from = load i64, ptr %from.p
+  %v.p = getelementptr inbounds {t}, ptr %work, i64 %from
+  %v = load {t}, ptr %v.p
+  %to = getelementptr inbounds {t}, ptr %out, i64 %at
+  store {t} %v, ptr %to
+  %s.next = add i64 %s, 1
+  br label %stores
+consts.head:
+  %c = phi i64 [0, %stores], [%c.next, %const]
+  %more.c = icmp slt i64 %c, %n_consts
+  br i1 %more.c, label %const, label %done
+const:
+  %cat.p = getelementptr inbounds i64, ptr %const_idx, i64 %c
+  %cat = load i64, ptr %cat.p
+  %cv.p = getelementptr inbounds {t}, ptr %const_val, i64 %c
+  %cv = load {t}, ptr %cv.p
+  %cto = getelementptr inbounds {t}, ptr %out, i64 %cat
+  store {t} %cv, ptr %cto
+  %c.next = add i64 %c, 1
+  br label %consts.head
+done:
+  ret void
+}}
+
+define void @{symbol}.rows({rows_params}) #1 {{
+entry:
+  br label %head
+head:
+  %i = phi i64 [%start, %entry], [%i.next, %row]
+  %more = icmp slt i64 %i, %stop
+  br i1 %more, label %row, label %done
+row:
+  %in.off = mul i64 %i, %width
+  %in = getelementptr inbounds {t}, ptr %batched, i64 %in.off
+  %out.off = mul i64 %i, %out_width
+  %to = getelementptr inbounds {t}, ptr %out, i64 %out.off
+  call void @{symbol}.run(ptr %code, i64 %n, ptr %consts, ptr %in, ptr %shared, ptr %work, ptr %store_idx, ptr %store_val, i64 %n_stores, ptr %const_idx, ptr %const_val, i64 %n_consts, ptr %to)
+  %i.next = add i64 %i, 1
+  br label %head
+done:
+  ret void
+}}
+"""
 
 
 def _module(e: TextEmitter, symbol: str, params: str) -> str:

@@ -40,6 +40,7 @@ from .program import from_text
 _lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
 _compiling: dict[str, threading.Lock] = {}  # symbol -> held while it is compiled (others compile in parallel)
 _engines: dict[str, object] = {}  # symbol -> its execution engine (kept alive: it owns the code)
+_addresses: dict[str, int] = {}  # extra entry points of loaded bodies (the tape's .run/.rows), by name
 _DIGEST = 16
 _initialized = False
 
@@ -145,6 +146,10 @@ def _load(symbol: str, code: bytes) -> None:
     if not address:
         raise RuntimeError(f"the object code of {symbol} does not define it")
     llvm.add_symbol(symbol, address)
+    for entry in (f"{symbol}.run", f"{symbol}.rows"):
+        extra = engine.get_function_address(entry)
+        if extra:
+            _addresses[entry] = extra
     with _lock:
         _engines[symbol] = engine
         _compiling.pop(symbol, None)
@@ -178,6 +183,11 @@ def prepare(dispatcher) -> None:
     spec = getattr(dispatcher, "py_func", None) and dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
     for body in ([spec] if isinstance(spec, tuple) else spec or ()):
         ensure(*body)
+
+
+def address(name: str) -> int:
+    """The address of a loaded body's entry point (``ensure`` it first)."""
+    return _addresses[name]
 
 
 def vm_symbol(dtype) -> str:

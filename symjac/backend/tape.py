@@ -1,28 +1,35 @@
 """The tape interpreter: an SSA program encoded as arrays, run by one loop.
 
-The loop (``emit.vm_ir``, compiled by ``native.py``) dispatches on the opcode
-with a ``switch`` whose cases are emitted by the operation records' own
-emitters through the same helper the kernels are written with, so the tape
-and the kernels give the same bits.
-Its module is generated into the kernel cache directory under a name that
-carries the records' fingerprint (``kernels.vm_source``), trust-checked like
-kernel files, and compiled once per installation; Numba's disk cache serves
-it to later processes in milliseconds.  A damaged cache of it is rebuilt
-(with a warning) in every compile mode.
+The loop (``emit.vm_ir``, compiled by ``native.py`` once per cache directory)
+dispatches on the opcode with a ``switch`` whose cases are emitted by the
+operation records' own emitters through the same helper the kernels are
+written with, so the tape and the kernels give the same bits.
+
+It is called two ways.  Through its plain C entry points (ctypes, ~2 µs of
+overhead a call) as soon as its machine code is loaded, which takes
+milliseconds: a new program's first call never waits for Numba to warm up
+(~0.5 s in a fresh process).  And through Numba wrappers (``kernels.vm_source``:
+a module generated into the kernel cache directory under a name carrying the
+records' fingerprint, trust-checked like kernel files), which cost ~0.5 µs a
+call and run batches on all cores; they load in the background and take over
+when ready.  A damaged Numba cache of them is rebuilt (with a warning) in
+every compile mode.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..ir import ops as _ops
 from . import compiler as _compile
 from . import kernels as _kernels
+from . import native as _native
 from .program import Program
 
 _OP = _ops.OPCODE
@@ -38,6 +45,7 @@ class Tape:
     store_val: np.ndarray
     const_idx: np.ndarray
     const_val: np.ndarray
+    _pointers: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_ops(self) -> int:
@@ -45,9 +53,25 @@ class Tape:
 
     def run(self, inputs: np.ndarray, out: np.ndarray) -> None:
         """Evaluate on the flat input buffer into the flat, zeroed output buffer."""
-        work = np.empty(max(self.n_ops, 1), dtype=self.consts.dtype)
-        _function("run", self.consts.dtype)(self.code, self.consts, inputs, self.store_idx, self.store_val,
-                                            self.const_idx, self.const_val, work, out)
+        dtype = self.consts.dtype
+        work = np.empty(max(self.n_ops, 1), dtype=dtype)
+        fn = _loaded("run", dtype)
+        if fn is not None:
+            fn(self.code, self.consts, inputs, self.store_idx, self.store_val, self.const_idx, self.const_val, work, out)
+            return
+        inputs, out = _checked(inputs, dtype), _checked(out, dtype)
+        run, _ = _entry_points(dtype)
+        code, n, consts, tail = self._args()
+        run(code, n, consts, _address(inputs), _address(inputs), _address(work), *tail, _address(out))
+
+    def _args(self) -> tuple:
+        """The constant part of a native call: pointers into this tape's arrays, counts."""
+        if self._pointers is None:
+            p = _address
+            self._pointers = (p(self.code), self.n_ops, p(self.consts),
+                              (p(self.store_idx), p(self.store_val), self.store_idx.size,
+                               p(self.const_idx), p(self.const_val), self.const_idx.size))
+        return self._pointers
 
     def to_program(self, in_sizes: list[int], out_sizes: list[int]) -> Program:
         """The SSA program this tape encodes (the inverse of ``encode``)."""
@@ -91,9 +115,46 @@ class Tape:
 
     def run_batch(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray, parallel: bool) -> None:
         """Evaluate every row of ``batched`` (B, n_b) into ``out`` (B, n_out)."""
-        run = _function("run_batch" if parallel else "run_batch_serial", self.consts.dtype)
-        run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
-            self.const_idx, self.const_val, out)
+        dtype = self.consts.dtype
+        run = _loaded("run_batch" if parallel else "run_batch_serial", dtype)
+        if run is not None:
+            run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
+                self.const_idx, self.const_val, out)
+            return
+        batched, shared, out = (_checked(a, dtype) for a in (batched, shared, out))
+        _, rows = _entry_points(dtype)
+        code, n, consts, tail = self._args()
+        work = np.empty(max(self.n_ops, 1), dtype=dtype)
+        rows(code, n, consts, _address(batched), batched.shape[1], _address(shared), _address(work), *tail,
+             _address(out), out.shape[1], 0, batched.shape[0])
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _checked(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as the C-contiguous array of ``dtype`` the native entry points read."""
+    if a.dtype != dtype or not a.flags.c_contiguous:
+        raise TypeError(f"the tape interpreter takes C-contiguous {dtype} arrays; got {a.dtype}")
+    return a
+
+
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+_RUN = ctypes.CFUNCTYPE(None, _P, _I, _P, _P, _P, _P, _P, _P, _I, _P, _P, _I, _P)
+_ROWS = ctypes.CFUNCTYPE(None, _P, _I, _P, _P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I)
+_entries: dict = {}
+
+
+def _entry_points(dtype) -> tuple:
+    """The interpreter's C entry points (``.run``, ``.rows``) for ``dtype``, loaded (or compiled) now."""
+    dtype = np.dtype(dtype)
+    found = _entries.get(dtype)
+    if found is None:
+        symbol = _native.vm_symbol(dtype)
+        _native.ensure(symbol, "vm", dtype.name)
+        found = _entries[dtype] = (_RUN(_native.address(f"{symbol}.run")), _ROWS(_native.address(f"{symbol}.rows")))
+    return found
 
 
 _ready: dict = {}  # (function name, dtype) -> compiled dispatcher
@@ -140,21 +201,43 @@ def _function(name: str, dtype):
     return fn
 
 
-def ensure_ready(dtype) -> None:
-    """Load the interpreter's machine code for ``dtype`` now.
+_loading: set = set()
+_loading_lock = threading.Lock()  # not _ready_lock: that one is held while a wrapper loads
 
-    Loading needs Numba's compiler lock, which a background kernel compile
-    holds while it runs; doing it first keeps the first call from waiting.
-    """
-    _function("run", dtype)
+
+def _loaded(name: str, dtype):
+    """The Numba wrapper ``name`` for ``dtype`` if it is loaded; else None, after
+    starting to load it in the background (the C entry points serve meanwhile)."""
+    fn = _ready.get((name, np.dtype(dtype)))
+    if fn is None:
+        key = (name, np.dtype(dtype))
+        with _loading_lock:
+            start = key not in _loading
+            _loading.add(key)
+        if start:
+            threading.Thread(target=_quietly, args=(name, dtype), name="symjac-tape-load", daemon=True).start()
+    return fn
+
+
+def _quietly(name: str, dtype) -> None:
+    try:
+        _function(name, dtype)
+    except Exception:  # the C entry points keep serving; a real problem shows in tape_functions()
+        pass
+
+
+def ensure_ready(dtype) -> None:
+    """Load the interpreter's machine code for ``dtype`` now (milliseconds, or
+    ~0.1 s to compile it the first time in a cache directory)."""
+    _entry_points(dtype)
 
 
 def start_preload() -> None:
-    """Warm Numba up in a background thread (``import symjac`` calls this).
+    """Load the tape interpreter and warm Numba up in a background thread
+    (``import symjac`` calls this).
 
-    The first Numba function a process loads costs ~0.3 s, almost all of it
-    Numba importing SciPy's BLAS bindings while it initialises; overlapping
-    that with the user's own start-up makes the first derivative arrive
+    The first Numba function a process loads costs ~0.5 s (Numba initialising);
+    overlapping that with the user's own start-up makes the first kernel arrive
     sooner.  ``SYMJAC_NO_PRELOAD=1`` turns it off.
     """
     global _preload
@@ -164,6 +247,7 @@ def start_preload() -> None:
     def work():
         try:
             ensure_ready(np.float64)
+            _function("run", np.float64)  # Numba's one-off start-up, off the caller's path
         except Exception:  # the first real call will report any problem
             pass
 
