@@ -45,9 +45,9 @@ def test_warm_up_thread_imports_nothing():
 
 @pytest.mark.slow
 def test_warm_up_thread_imports_nothing_on_a_cold_numba_cache():
-    # a cold cache makes the thread compile the interpreter, which imports more of Numba
-    with tempfile.TemporaryDirectory() as cache:
-        done = _run(PROBE, NUMBA_CACHE_DIR=cache)
+    # cold caches make the thread compile the interpreter, which imports more of Numba
+    with tempfile.TemporaryDirectory() as numba_cache, tempfile.TemporaryDirectory() as kernels:
+        done = _run(PROBE, NUMBA_CACHE_DIR=numba_cache, SYMJAC_CACHE_DIR=kernels)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[] []"
 

@@ -75,14 +75,17 @@ class BatchProgram:
             and compiled.template is None and compiled.out_dtypes[0] == compiled.dtype
         )
         self.kernel = self.serial = None
+        self._threaded = None  # the parallel sample loop: None (not loaded), False (failed) or the dispatcher
+        self._wants_threads = False
         self.state = "tape-only"
         self.error: str | None = None
         self._lock = threading.Lock()
         spec = compiled.spec
-        self.source = _codegen.kernel_source(compiled.program, spec, batched=batched)
-        stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
+        self.module = _codegen.kernel_source(compiled.program, spec, batched=batched)
+        self._source: str | None = None
+        stem = f"{spec.name}_batch_{_codegen.source_digest(self.module)}"
         try:
-            self.path = _compile.write_module(self.source, stem)
+            self.path = _compile.write_module(self.module, stem)
         except _compile.CacheWriteError as exc:
             self.path, self.error = None, str(exc)
 
@@ -95,21 +98,48 @@ class BatchProgram:
             out_nd = [len(s) + 1 for s in spec.outputs]
             try:
                 sig = _compile.signature(in_nd, out_nd, spec.dtype)
-                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.source)
+                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.module)
                 seconds, from_disk = _compile.compile_kernel(serial, sig)
-                dispatcher = _compile.load_function(self.path, f"{spec.name}_batch", lambda: self.source)
-                more, _ = _compile.compile_kernel(dispatcher, sig)
-                seconds += more
             except Exception as exc:
                 self.state = "failed"
                 self.error = f"{type(exc).__name__}: {exc}"
                 return
             serial.disable_compile()
-            dispatcher.disable_compile()
             _dispatch.record_compile(self.path, seconds, from_disk)
-            self.serial = serial
-            self.kernel = dispatcher
+            self.serial = self.kernel = serial
             self.state = "ready"
+            self._signature = sig
+        # Numba's parallel loop costs ~0.7 s to compile: load it in the background, first
+        # for a batch big enough to need it (or now, if an earlier process compiled it)
+        if from_disk and not self._wants_threads:
+            self._wants_threads = True
+            _compile.submit(self._load_parallel)
+
+    def _load_parallel(self) -> None:
+        """The threaded sample loop (``<name>_batch``), used for big batches once
+        loaded; until then, and if it fails, the serial loop serves them."""
+        with self._lock:
+            if self._threaded is not None or self.kernel is None:
+                return
+            try:
+                dispatcher = _compile.load_function(self.path, f"{self.compiled.spec.name}_batch", lambda: self.module)
+                _compile.compile_kernel(dispatcher, self._signature)
+            except Exception:  # the serial loop keeps serving
+                self._threaded = False
+                return
+            dispatcher.disable_compile()
+            self._threaded = dispatcher
+
+    @property
+    def source(self) -> str:
+        """The batch program rendered as readable Python (the kernel runs it as LLVM IR)."""
+        if self._source is None:
+            self._source = _codegen.render(self.compiled.program, self.compiled.spec, batched=self.batched)
+        return self._source
+
+    def llvm_ir(self) -> str:
+        """The LLVM IR of one sample's body (before optimisation)."""
+        return _codegen.ir_text(self.compiled.program, self.compiled.spec, batched=self.batched)
 
     @property
     def dtype(self) -> np.dtype:
@@ -163,7 +193,13 @@ class BatchProgram:
         kernel = self.kernel
         if kernel is not None:
             _dispatch.STATS.kernel_calls += 1
-            (kernel if self._parallel(outs[0].shape[0]) else self.serial)(*part, *outs)
+            if self._parallel(outs[0].shape[0]):
+                if self._threaded:
+                    kernel = self._threaded
+                elif self._threaded is None and not self._wants_threads:
+                    self._wants_threads = True
+                    _compile.submit(self._load_parallel)
+            kernel(*part, *outs)
             return
         _dispatch.STATS.tape_calls += 1
         n = outs[0].shape[0]

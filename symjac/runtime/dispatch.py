@@ -205,7 +205,7 @@ def build(transform, args: Sequence, checkpoint=None) -> Built:
 
 def kernel_parts(transform, built: Built) -> tuple[_codegen.KernelSpec, _codegen.Program]:
     spec = _codegen.KernelSpec(
-        name=transform.kernel_name(built.dtype),
+        name=_codegen.kernel_name(transform.kernel_name(built.dtype)),  # ASCII identifier, checked when written
         inputs=[(n, s.shape) for n, s in zip(built.leaf_names, built.leaf_specs)],
         outputs=[a.shape or (1,) for a in built.arrays],
         dtype=built.dtype,
@@ -288,9 +288,14 @@ class Compiled:
 
     @property
     def source(self) -> str:
+        """The program rendered as readable Python (the kernel runs it as LLVM IR)."""
         if self._source is None:
-            self._source = _codegen.kernel_source(self.program, self.spec)
+            self._source = _codegen.render(self.program, self.spec)
         return self._source
+
+    def llvm_ir(self) -> str:
+        """The LLVM IR the kernel's body is emitted as (before optimisation)."""
+        return _codegen.ir_text(self.program, self.spec)
 
     # -- the specialised kernel --
 
@@ -438,11 +443,11 @@ def make_compiled(transform, built: Built) -> Compiled:
         path = _compile.write_module(source, stem)
     except _compile.CacheWriteError as exc:
         path, error = None, str(exc)
-    compiled = Compiled.from_built(built, spec, program, source, path)
+    compiled = Compiled.from_built(built, spec, program, None, path)
     if path is None:
         compiled.error = f"{error}; calls are served by the tape interpreter"
     if os.environ.get("SYMJAC_DEBUG"):
-        print(f"# symjac kernel {path}\n{source}")
+        print(f"# symjac kernel {path}\n{compiled.source}")
     return compiled
 
 
@@ -463,7 +468,10 @@ def start_kernel(compiled) -> None:
     mode = _config.compile_mode()
     if path is None:
         return
-    if mode == "sync" or (mode == "auto" and _compile.on_disk(path)):
+    # a small program compiles at once, unless compiles are running in the background: LLVM
+    # serves one compile at a time, and the tape answers at once
+    cheap = compiled.tape.n_ops <= _compile.SYNC_OPS and not _compile.busy()
+    if mode == "sync" or (mode == "auto" and (cheap or _compile.on_disk(path))):
         compiled.load_kernel()
     elif mode in ("auto", "background"):
         _tape.ensure_ready(compiled.dtype)
