@@ -77,7 +77,7 @@ class Program:
 
     def function(self, namespace):
         """The program as a Python function over ``namespace`` (``np``, ``put``)."""
-        scope = {"np": namespace, "put": namespace.put}
+        scope = {"np": namespace, "put": namespace.put, "special": namespace.special}
         exec(compile(self.source, "<fuzz program>", "exec"), scope)
         return scope["f"]
 
@@ -99,9 +99,15 @@ class _Namespace(types.SimpleNamespace):
         return getattr(self._base, name)
 
 
-NUMPY = _Namespace(_base=np, put=_put_numpy)
+def _scipy_special():
+    import scipy.special
+
+    return scipy.special
+
+
+NUMPY = _Namespace(_base=np, put=_put_numpy, special=_scipy_special())
 #: NumPy with the program's float32 constants read as float64: the exact reference
-NUMPY_AS_FLOAT64 = _Namespace(_base=np, put=_put_numpy, float32=np.float64)
+NUMPY_AS_FLOAT64 = _Namespace(_base=np, put=_put_numpy, float32=np.float64, special=_scipy_special())
 
 
 def autograd_namespace():
@@ -216,6 +222,18 @@ def autograd_namespace():
         safe = anp.where(tiny, 1.0, x)
         return anp.where(tiny, 1.0 - (np.pi ** 2 / 6) * x * x, anp.sin(np.pi * safe) / (np.pi * safe))
 
+    import autograd.scipy.special as aspecial
+
+    def xlog(log):
+        return lambda x, y: anp.where(x == 0, 0.0, x * log(anp.where(x == 0, 1.0, y)))
+
+    special = types.SimpleNamespace(
+        erf=aspecial.erf, erfc=aspecial.erfc, gammaln=aspecial.gammaln, expit=aspecial.expit, logit=aspecial.logit,
+        log_expit=lambda x: -anp.logaddexp(0.0, -x), xlogy=xlog(anp.log), xlog1py=xlog(anp.log1p))
+
+    def fmod(a, b):  # (autograd has no VJP for fmod): a - trunc(a / b) b
+        return a - anp.trunc(a / b) * b
+
     def average(x, axis=None, weights=None, keepdims=False):
         if weights is None:
             return anp.mean(x, axis=axis, keepdims=keepdims)
@@ -243,6 +261,10 @@ def autograd_namespace():
         linalg=types.SimpleNamespace(norm=norm, det=anp.linalg.det, inv=anp.linalg.inv, solve=anp.linalg.solve),
         pad=pad,
         sinc=sinc,
+        special=special,
+        fmod=fmod,
+        cbrt=lambda x: anp.sign(x) * anp.abs(x) ** (1.0 / 3.0),
+        copysign=lambda a, b: anp.where(b < 0, -anp.abs(a), anp.abs(a)),
         average=average,
         nansum=anp.sum,  # (programs hold no NaNs)
         nanmean=anp.mean,
@@ -256,7 +278,7 @@ class Recorder(_Namespace):
     to a singular point of a smooth function (``singular``: the 2-norm at 0)."""
 
     def __init__(self):
-        super().__init__(_base=np, put=_put_numpy, decisions=[], margins=[], singular=[],
+        super().__init__(_base=np, put=_put_numpy, decisions=[], margins=[], singular=[], special=_scipy_special(),
                          linalg=types.SimpleNamespace(norm=self._norm, det=np.linalg.det, inv=np.linalg.inv,
                                                       solve=np.linalg.solve))
 
@@ -304,6 +326,38 @@ class Recorder(_Namespace):
 
     floor = _at_integer("floor")
     ceil = _at_integer("ceil")
+    trunc = _at_integer("trunc")
+    fix = _at_integer("fix")
+
+    def _at_half(name):  # noqa: N805 -- rint and round jump at halves (of a * 10**decimals)
+        def method(self, a, decimals=0, *args, **kwargs):
+            y = np.asarray(a, dtype=np.float64) * 10.0 ** decimals
+            self._log(np.floor(y + 0.5), np.abs(np.abs(y - np.floor(y)) - 0.5) / 10.0 ** decimals)
+            return getattr(np, name)(a, decimals, *args, **kwargs) if name != "rint" else np.rint(a)
+
+        return method
+
+    rint = _at_half("rint")
+    round = _at_half("round")
+
+    def _at_multiple(name):  # noqa: N805 -- remainders jump where a / b is an integer
+        def method(self, a, b, *args, **kwargs):
+            q = np.asarray(a, dtype=np.float64) / np.asarray(b, dtype=np.float64)
+            self._log(np.floor(q), np.abs(q - np.round(q)) * np.abs(np.asarray(b, dtype=np.float64)))
+            return getattr(np, name)(a, b, *args, **kwargs)
+
+        return method
+
+    fmod = _at_multiple("fmod")
+    remainder = _at_multiple("remainder")
+    mod = _at_multiple("mod")
+    floor_divide = _at_multiple("floor_divide")
+
+    def copysign(self, a, b):
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        self._log(a64 > 0, np.abs(a64))
+        self._log(b64 > 0, np.abs(b64))
+        return np.copysign(a, b)
 
     def clip(self, a, lo=None, hi=None, **kwargs):
         a64 = np.asarray(a, dtype=np.float64)
@@ -349,7 +403,7 @@ class Recorder(_Namespace):
             self.singular.append(float(np.min(size)))
         return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
 
-    del _pair, _at_zero, _at_integer, _extremum
+    del _pair, _at_zero, _at_integer, _at_half, _at_multiple, _extremum
 
 
 # ----- generation ------------------------------------------------------------------------
@@ -415,6 +469,18 @@ UNARY = {
     "np.floor": ("np.floor({0})", None, lambda v: (math.floor(v.lo), math.floor(v.hi))),
     "np.ceil": ("np.ceil({0})", None, lambda v: (math.ceil(v.lo), math.ceil(v.hi))),
     "np.heaviside": ("np.heaviside({0}, 0.5)", None, lambda v: (0.0, 1.0)),
+    "np.rint": ("np.rint({0})", None, lambda v: (round(v.lo) - 1.0, round(v.hi) + 1.0)),
+    "np.round": ("np.round({0}, 1)", None, lambda v: (v.lo - 0.05, v.hi + 0.05)),
+    "np.trunc": ("np.trunc({0})", None, lambda v: (math.trunc(v.lo) - 1.0, math.trunc(v.hi) + 1.0)),
+    "np.fix": ("np.fix({0})", None, lambda v: (math.trunc(v.lo) - 1.0, math.trunc(v.hi) + 1.0)),
+    "np.cbrt": ("np.cbrt({0})", "pos", lambda v: _mono(lambda t: t ** (1 / 3), v)),
+    "-np.cbrt(-)": ("np.cbrt(-{0})", "pos", lambda v: (-(v.hi ** (1 / 3)), -(v.lo ** (1 / 3)))),
+    "special.erf": ("special.erf({0})", None, lambda v: _mono(math.erf, v)),
+    "special.erfc": ("special.erfc({0})", None, lambda v: (math.erfc(v.hi), math.erfc(v.lo))),
+    "special.expit": ("special.expit({0})", None, lambda v: (0.0, 1.0)),
+    "special.log_expit": ("special.log_expit({0})", "b3", lambda v: (-3.05, 0.0)),
+    "special.gammaln": ("special.gammaln({0})", "pos", lambda v: (-0.13, max(math.lgamma(v.lo), math.lgamma(v.hi), 0.0))),
+    "special.logit": ("special.logit(0.5 + 0.45 * {0})", "unit", lambda v: (-3.0, 3.0)),
     "np.sinc": ("np.sinc({0})", None, lambda v: (-0.2173, 1.0)),
 }
 
@@ -651,7 +717,21 @@ BINARY = {
     "np.hypot": ("np.hypot({0}, {1})", "pos", lambda x, y: (y.lo, math.hypot(x.mag, y.mag))),
     "np.maximum": ("np.maximum({0}, {1})", None, lambda x, y: (max(x.lo, y.lo), max(x.hi, y.hi))),
     "np.minimum": ("np.minimum({0}, {1})", None, lambda x, y: (min(x.lo, y.lo), min(x.hi, y.hi))),
+    "np.fmod": ("np.fmod({0}, {1})", "pos", lambda x, y: (-y.hi, y.hi)),
+    "np.remainder": ("np.remainder({0}, {1})", "pos", lambda x, y: (0.0, y.hi)),
+    # (np.mod and np.floor_divide, not % and //: the recorder sees functions, not operators)
+    "np.mod": ("np.mod({0}, {1})", "pos", lambda x, y: (0.0, y.hi)),
+    "np.floor_divide": ("np.floor_divide({0}, {1})", "pos", lambda x, y: _floor_div(x, y)),
+    "np.copysign": ("np.copysign({0}, {1})", None, lambda x, y: (-x.mag, x.mag)),
+    "special.xlogy": ("special.xlogy({0}, {1})", "pos", lambda x, y: _prod_interval(x, Val("", (), math.log(y.lo), math.log(y.hi)))),
+    "special.xlog1py": ("special.xlog1py({0}, {1})", "pos",
+                        lambda x, y: _prod_interval(x, Val("", (), math.log1p(y.lo), math.log1p(y.hi)))),
 }
+
+
+def _floor_div(x: Val, y: Val) -> tuple[float, float]:
+    q = [x.lo / y.lo, x.lo / y.hi, x.hi / y.lo, x.hi / y.hi]
+    return math.floor(min(q)), math.floor(max(q))
 
 
 def _pow_interval(e: Val, base: Val):

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+try:
+    import scipy.special as special
+except ImportError:  # SciPy is optional: its rows then have no cases (test_primitives allows that)
+    special = None
+
 
 @dataclass
 class Case:
@@ -44,6 +49,9 @@ DOMAINS = {
     # values clustered away from kinks at 0 and +-1; "apart2" clusters never meet "apart"'s
     "apart": lambda rng, shape: rng.choice([-1.5, -0.7, 0.4, 1.3], shape) + rng.uniform(-0.1, 0.1, shape),
     "apart2": lambda rng, shape: rng.choice([-1.1, -0.3, 0.8, 1.7], shape) + rng.uniform(-0.05, 0.05, shape),
+    # within 0.35 of an integer (away from rint's jumps at halves)
+    "near_int": lambda rng, shape: rng.integers(-2, 3, shape) + rng.uniform(-0.35, 0.35, shape),
+    "prob": lambda rng, shape: rng.uniform(0.05, 0.95, shape),
 }
 
 
@@ -76,7 +84,9 @@ CASES: dict[str, list[Case]] = {
     "log": [_u(lambda a: np.log(a), "pos")],
     "log2": [_u(lambda a: np.log2(a), "pos")],
     "log10": [_u(lambda a: np.log10(a), "pos")],
-    "log1p": [_u(lambda a: np.log1p(a), "pos")],
+    "log1p": [_u(lambda a: np.log1p(a), "pos"),
+              # log1p(exp(.)) traces to the softplus record: stable derivatives where exp overflows
+              _u(lambda a: np.log1p(np.exp(a * 400.0)) + np.log1p(np.exp(a)))],
     "logaddexp": [_b(lambda a, b: np.logaddexp(a, b), "apart", "apart2"), _u(lambda a: np.logaddexp(a * 300.0, 0.5))],
     "logaddexp2": [_b(lambda a, b: np.logaddexp2(a, b), "apart", "apart2"), _u(lambda a: np.logaddexp2(a * 300.0, a))],
     # trigonometric and hyperbolic
@@ -97,6 +107,20 @@ CASES: dict[str, list[Case]] = {
     "deg2rad": [_u(lambda a: np.deg2rad(a) * a), _u(lambda a: np.radians(a) + a)],
     "rad2deg": [_u(lambda a: np.rad2deg(a) * a), _u(lambda a: np.degrees(a) + a)],
     "sinc": [_u(lambda a: np.sinc(a)), Case(lambda a: np.sinc(a * np.array([0.0, 1.0, -0.0])), ("real",), [((3,),)])],
+    # rounding and remainders
+    "rint": [_u(lambda a: np.rint(a) * a, "near_int"), _u(lambda a: a * 2 + np.rint(a / 10), "near_int")],
+    "round": [_u(lambda a: np.round(a) * a + np.around(a / 10, 1), "near_int"),
+              _u(lambda a: np.round(a * 10, -1) + (a / 100).round(2) * a, "near_int")],
+    "trunc": [_u(lambda a: np.trunc(a) * a, "frac")],
+    "fix": [_u(lambda a: np.fix(a) * a, "frac")],
+    # (divisors near 1 and dividends in "frac": a / b stays away from integers, where these jump)
+    "fmod": [_b(lambda a, b: np.fmod(a, 1.0 + 0.05 * b) * a, "frac", "unit"), _u(lambda a: np.fmod(a, -2.0), "frac")],
+    "remainder": [_b(lambda a, b: np.remainder(a, 1.0 + 0.05 * b) * a, "frac", "unit"),
+                  _b(lambda a, b: (a % (-1.0 - 0.05 * b)) + np.mod(a, 2.0), "frac", "unit")],
+    "floor_divide": [_b(lambda a, b: np.floor_divide(a, 1.0 + 0.05 * b) * a + (a // -2.0) * b, "frac", "unit")],
+    "divmod": [_b(lambda a, b: np.divmod(a, 1.0 + 0.05 * b)[0] * a + divmod(a, 2.0)[1] * b, "frac", "unit")],
+    "copysign": [_b(lambda a, b: np.copysign(a, b) * b, "apart", "apart2"), _u(lambda a: np.copysign(2.0, a) + a, "apart")],
+    "cbrt": [_u(lambda a: np.cbrt(a), "apart"), _u(lambda a: np.cbrt(a * a + 1), "real")],
     # piecewise
     "heaviside": [_b(lambda a, b: np.heaviside(a, b) * b + a, "apart", "real"),
                   Case(lambda a: np.heaviside(a * np.array([0.0, 1.0, -0.0]), a) * a, ("real",), [((3,),)])],
@@ -191,6 +215,19 @@ CASES: dict[str, list[Case]] = {
     ],
     "cross": [Case(lambda a, b: np.cross(a, b), ("real", "real"), [((3,), (3,)), ((2, 3), (3,))])],
     "kron": [Case(lambda a, b: np.kron(a, b), ("real", "real"), [((2,), (3,)), ((2, 2), (2, 3)), ((), (3,)), ((3,), (2, 2))])],
+    # SciPy's special functions
+    **({} if special is None else {
+        "erf": [_u(lambda a: special.erf(a)), _u(lambda a: special.erf(a * 3) * a)],
+        "erfc": [_u(lambda a: special.erfc(a))],
+        "gammaln": [_u(lambda a: special.gammaln(a), "pos"), _u(lambda a: special.gammaln(a), "frac"),
+                    _u(lambda a: special.gammaln(a * a + 5.0))],
+        "psi": [_u(lambda a: special.psi(a), "pos", hessian=False), _u(lambda a: special.digamma(a), "frac", hessian=False)],
+        "expit": [_u(lambda a: special.expit(a)), _u(lambda a: special.expit(a * 400.0))],
+        "log_expit": [_u(lambda a: special.log_expit(a)), _u(lambda a: special.log_expit(a * 400.0))],
+        "logit": [_u(lambda a: special.logit(a), "prob")],
+        "xlogy": [_b(lambda a, b: special.xlogy(a, b), "real", "pos"), _u(lambda a: special.xlogy(a * np.array([0.0, 1.0, 2.0]), 3.0))],
+        "xlog1py": [_b(lambda a, b: special.xlog1py(a, b), "real", "pos")],
+    }),
     # small dense linear algebra
     "det": [Case(lambda a: np.linalg.det(a + 3 * np.eye(a.shape[-1])), ("real",),
                  [((1, 1),), ((2, 2),), ((3, 3),), ((4, 4),), ((2, 3, 3),)])],
@@ -255,5 +292,7 @@ def _assign(out, a):
 
 
 #: rows added for issue 13 (NumPy as real code writes it); test_tiers compiles them all
-ISSUE_13 = ["sinc", "heaviside", "isnan", "isinf", "isfinite", "average", "nansum", "nanmean", "kron", "det", "inv",
+ISSUE_13 = ["rint", "round", "trunc", "fix", "fmod", "remainder", "floor_divide", "divmod", "copysign", "cbrt",
+            *(["erf", "erfc", "gammaln", "psi", "expit", "log_expit", "logit", "xlogy", "xlog1py"] if special else []),
+            "sinc", "heaviside", "isnan", "isinf", "isfinite", "average", "nansum", "nanmean", "kron", "det", "inv",
             "solve", "tril", "triu", "pad"]

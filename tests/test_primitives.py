@@ -98,7 +98,11 @@ def test_hessian_matches_finite_differences_of_jacobian(name, ci, shapes):
 
 
 def test_every_row_of_the_table_has_a_case():
-    names = {row.name for row in TABLE}
+    from primitive_cases import special
+
+    from symjac.trace.primitives import SciPyUfunc
+
+    names = {row.name for row in TABLE if special is not None or not isinstance(row.numpy[0], SciPyUfunc)}
     assert set(CASES) == names, (
         f"rows without cases: {sorted(names - set(CASES))}; cases without rows: {sorted(set(CASES) - names)}"
     )

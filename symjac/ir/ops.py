@@ -335,6 +335,13 @@ class logaddexp2(NumpyFunction):  # noqa: N801
     numpy = staticmethod(np.logaddexp2)
 
 
+def _numeric_log1p(a):
+    # log1p(exp(y)) traces to the softplus record (numeric_ops): same value, stable derivatives
+    from .numeric_ops import log1p_node
+
+    return log1p_node(a)
+
+
 def _bool_fold(fn):
     return lambda *a: type(a[-1])(bool(fn(*(x != 0 for x in a))))
 
@@ -372,6 +379,7 @@ RECORDS: tuple[Op, ...] = (
        blows_up=True),
     Op("log", 1, "natural logarithm", _libm("log"), Call("log"), np.log, sp.log, (np.log,), blows_up=True),
     Op("log1p", 1, "log(1 + a), accurate near 0", _libm("log1p"), Call("log1p"), np.log1p, log1p, (np.log1p,),
+       build=lambda a: _numeric_log1p(a),
        blows_up=True),
     # ----- trigonometric and hyperbolic -----
     Op("sin", 1, "sine", _libm("sin"), Call("sin"), np.sin, sp.sin, (np.sin,)),
@@ -431,6 +439,11 @@ RECORDS: tuple[Op, ...] = (
     Op("not", 1, "not a", lambda e, a: e.as_float(e.not_(e.truth(a))), Prefix("not ", Prec.NOT, Prec.NOT + 1),
        _bool_fold(lambda p: not p), sp.Not, derivative=ZERO, kind="logic"),
 )
+
+# rounding, remainders and special functions (numeric_ops builds on the classes above)
+from .numeric_ops import RECORDS as _NUMERIC  # noqa: E402
+
+RECORDS = RECORDS + _NUMERIC
 
 BY_NAME: dict[str, Op] = {op.name: op for op in RECORDS}
 BY_HEAD: dict[type, Op] = {op.head: op for op in RECORDS if op.head is not None}

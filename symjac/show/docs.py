@@ -18,6 +18,7 @@ KIND_TITLES = {
     "reduction": "Reductions",
     "contraction": "Products and contractions",
     "linear algebra": "Small dense linear algebra",
+    "special": "SciPy's special functions (scipy.special, when SciPy is installed)",
     "structural": "Structure (indexing, reshaping, joining)",
     "creation": "Creating arrays",
     "query": "Queries",

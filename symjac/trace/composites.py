@@ -10,13 +10,13 @@ step, so values agree bit for bit.
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import sympy as sp
 
 from .._errors import UnsupportedOperationError
 from ..ir import graph as g
+from ..ir import numeric_ops as _numeric
 from . import arrayops as ops
 from .arrayops import elementwise, float_dtype, result_dtype
 from .symarray import SymArray, as_elems, from_object_array
@@ -64,29 +64,34 @@ def heaviside(x1, x2, **kwargs):
     return elementwise(_heaviside_node, (x1, x2), dtype)
 
 
-_PI = sp.Float(math.pi)
-_PI2_6 = sp.Float(math.pi * math.pi / 6)
-
-
-_SINC_TINY = sp.Float(5e-9)
-
-
-def _sinc_node(x):
-    # NumPy: y = pi * where(x == 0, 1e-20, x); sin(y) / y, which is exactly 1 for
-    # |x| < 5e-9.  There the value comes from the Taylor polynomial 1 - (pi x)^2 / 6
-    # instead (also exactly 1), so the derivatives near 0 are right (0 and -pi^2/3 at
-    # 0) rather than a cancellation of two terms of size 1/x.
-    if x.is_Number:
-        with np.errstate(all="ignore"):
-            return g.const(np.sinc(float(x)))
-    y = g.mul(_PI, x)
-    return g.select([(g.sub(g.ONE, g.mul(_PI2_6, g.pow_(x, sp.Integer(2)))),
-                      g.compare(sp.StrictLessThan, g.call(sp.Abs, x), _SINC_TINY)),
-                     (g.div(g.call(sp.sin, y), y), g.TRUE)])
-
-
 def sinc(x):
-    return elementwise(_sinc_node, (x,), float_dtype(as_elems(x)[1]))
+    return elementwise(_numeric.sinc_node, (x,), float_dtype(as_elems(x)[1]))
+
+
+# ----- rounding and remainders (NumPy's npy_divmod on the fmod and copysign records) ------------------
+
+
+def divmod_(x1, x2, **kwargs):
+    """np.divmod: (floor_divide, remainder) records of the same operands."""
+    return np.floor_divide(x1, x2, **kwargs), np.remainder(x1, x2, **kwargs)
+
+
+def round_(a, decimals=0, out=None):
+    """np.round / np.around: rint(a * 10**d) / 10**d (a / 10**-d, then times, for d < 0), as NumPy."""
+    ops._reject_kwargs("round", {"out": out})
+    x = from_object_array(a)
+    decimals = int(decimals)
+    if x.dtype.kind in "biu":
+        if decimals >= 0:
+            return SymArray(x.elems.copy(), x.dtype)
+        raise UnsupportedOperationError("np.round of integers to negative decimals while tracing")
+    rint = _numeric.rint
+    if decimals == 0:
+        return elementwise(lambda v: g.call(rint, v), (x,), x.dtype)
+    f = g.const(10.0 ** abs(decimals))
+    if decimals > 0:
+        return elementwise(lambda v: g.div(g.call(rint, g.mul(v, f)), f), (x,), x.dtype)
+    return elementwise(lambda v: g.mul(g.call(rint, g.div(v, f)), f), (x,), x.dtype)
 
 
 # ----- matrices --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ for the docs.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,12 +38,29 @@ from .arrayops import (
 from .symarray import (
     BY_NAME,
     FUNCTIONS,
+    LATE_UFUNCS,
     UFUNCS,
     SymArray,
     add_ufunc_methods,
     as_elems,
     from_object_array,
 )
+
+
+@dataclass(frozen=True)
+class SciPyUfunc:
+    """A SciPy ufunc symjac traces, named without importing SciPy: NumPy hands it
+    to ``__array_ufunc__``, where it is bound to its row the first time it is seen."""
+
+    name: str
+
+    @property
+    def __name__(self) -> str:
+        return self.name
+
+    def resolve(self):
+        special = sys.modules.get("scipy.special")
+        return getattr(special, self.name, None) if special is not None else None
 
 
 @dataclass(frozen=True)
@@ -325,6 +343,28 @@ def _query(fn):
     return build
 
 
+def _special(name: str, node: Callable) -> Callable:
+    """The build function of a SciPy ufunc's row (also used for ``math.erf`` and the
+    like, with or without SciPy)."""
+
+    def build(*operands, **kwargs):
+        ops._reject_kwargs(f"scipy.special.{name}", kwargs, allowed=("dtype", "casting", "order", "subok"))
+        dtypes = tuple(as_elems(o)[1] for o in operands)
+        ufunc = SciPyUfunc(name).resolve()
+        if ufunc is not None:
+            dtype = result_dtype(ufunc, *dtypes)
+        else:  # math.erf and the like without SciPy: a float of the operands' type
+            dtype = float_dtype(result_dtype(np.add if len(dtypes) == 2 else np.positive, *dtypes))
+        return elementwise(node, operands, dtype)
+
+    return build
+
+
+def _scipy(name: str, record: str, doc: str, *aliases: str) -> Primitive:
+    return Primitive(name, tuple(SciPyUfunc(n) for n in (name, *aliases)), "special",
+                     _special(name, _ops.BY_NAME[record].node), doc)
+
+
 # ----- the table ----------------------------------------------------------------------
 
 
@@ -362,7 +402,10 @@ TABLE: list[Primitive] = [
     _ufunc("hypot", np.hypot, lambda a, b: g.pow_(g.add(g.pow_(a, sp.Integer(2)), g.pow_(b, sp.Integer(2))), g.HALF), "sqrt(a**2 + b**2)"),
     Primitive("deg2rad", (np.deg2rad, np.radians), "elementwise", ufunc_builder(np.deg2rad, lambda a: g.mul(a, _DEG)), "degrees to radians"),
     Primitive("rad2deg", (np.rad2deg, np.degrees), "elementwise", ufunc_builder(np.rad2deg, lambda a: g.mul(a, _RAD)), "radians to degrees"),
-    Primitive("sinc", (np.sinc,), "elementwise", cmp.sinc, "sin(pi a) / (pi a), 1 at 0 (NumPy's algorithm; exact first and second derivatives at 0)"),
+    Primitive("sinc", (np.sinc,), "elementwise", cmp.sinc, "sin(pi a) / (pi a), NumPy's algorithm (its derivative is a Taylor polynomial near 0)"),
+    # ----- rounding and remainders (composites of the rint, fmod and copysign records) -----------
+    Primitive("round", (np.round, np.around), "elementwise", cmp.round_, "round half to even to decimals= places (rint(a * 10**d) / 10**d, as NumPy); derivative 0"),
+    Primitive("divmod", (np.divmod,), "elementwise", cmp.divmod_, "(a // b, a % b)"),
     # ----- piecewise -----------------------------------------------------------------------
     Primitive("heaviside", (np.heaviside,), "piecewise", cmp.heaviside, "0 below 0, 1 above, b at 0, NaN at NaN; derivative 0 in a (and 1 in b at a = 0)"),
     Primitive("clip", (np.clip,), "piecewise", _clip_build, "np.clip(a, lo, hi) = minimum(maximum(a, lo), hi)"),
@@ -411,6 +454,16 @@ TABLE: list[Primitive] = [
     Primitive("det", (np.linalg.det,), "linear algebra", cmp.det, "determinant, in closed form up to 4×4 (stacks too)"),
     Primitive("inv", (np.linalg.inv,), "linear algebra", cmp.inv, "inverse: adjugate / determinant, up to 4×4 (stacks too)"),
     Primitive("solve", (np.linalg.solve,), "linear algebra", cmp.solve, "inv(a) @ b: closed form up to 4×4; any size if a is constant (NumPy's inverse)"),
+    # ----- SciPy's special functions (when SciPy is installed; scipy.special is never imported) ----
+    _scipy("erf", "erf", "error function (the C library's erf)"),
+    _scipy("erfc", "erfc", "complementary error function (the C library's erfc)"),
+    _scipy("gammaln", "gammaln", "log |Gamma(a)| (the C library's lgamma); derivatives digamma, trigamma (two orders)"),
+    _scipy("psi", "digamma", "digamma, the derivative of gammaln (a series; derivative trigamma)", "digamma"),
+    _scipy("expit", "expit", "logistic sigmoid, SciPy's algorithm; derivative expit (1 - expit)"),
+    _scipy("log_expit", "log_expit", "log(expit(a)), SciPy's algorithm"),
+    _scipy("logit", "logit", "log(a / (1 - a)), SciPy's algorithm"),
+    _scipy("xlogy", "xlogy", "a log(b), 0 where a = 0; derivative log(b) in a (JAX's rule)"),
+    _scipy("xlog1py", "xlog1py", "a log1p(b), 0 where a = 0"),
     # ----- structure -------------------------------------------------------------------------
     _func("reshape", [np.reshape], ops.structural(np.reshape), "reshape"),
     _func("transpose", [np.transpose], ops.structural(np.transpose), "transpose / .T (with axes=)"),
@@ -456,8 +509,12 @@ def _register() -> None:
             raise AssertionError(f"duplicate primitive {row.name}")
         BY_NAME[row.name] = row
         for fn in row.numpy:
-            (UFUNCS if isinstance(fn, np.ufunc) else FUNCTIONS)[fn] = row
-    add_ufunc_methods([fn.__name__ for r in TABLE for fn in r.numpy if isinstance(fn, np.ufunc) and fn.nin == 1])
+            if isinstance(fn, SciPyUfunc):
+                LATE_UFUNCS[fn.name] = row
+            else:
+                (UFUNCS if isinstance(fn, np.ufunc) else FUNCTIONS)[fn] = row
+    add_ufunc_methods([fn.__name__ for r in TABLE for fn in r.numpy if isinstance(fn, np.ufunc) and fn.nin == 1
+                       and getattr(np, fn.__name__, None) is fn])
 
 
 _register()
@@ -477,6 +534,8 @@ def supported_operations() -> list[tuple[str, str, str]]:
 
 def public_name(fn) -> str:
     """How the docs and messages name a traceable callable (``np.sin``, ``np.linalg.det``)."""
+    if isinstance(fn, SciPyUfunc):
+        return f"scipy.special.{fn.name}"
     if getattr(np.linalg, fn.__name__, None) is fn and getattr(np, fn.__name__, None) is not fn:
         return f"np.linalg.{fn.__name__}"
     return f"np.{fn.__name__}"

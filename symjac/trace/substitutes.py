@@ -31,7 +31,7 @@ import numpy as np
 from .._errors import RandomDrawWarning, TracerControlFlowError
 from . import creation
 from .namespace import ModuleView, Scope, in_user_module
-from .symarray import SymArray, is_traced, user_frame, user_location
+from .symarray import BY_NAME, SymArray, is_traced, user_frame, user_location
 
 # ----- numpy -------------------------------------------------------------------------------
 
@@ -65,12 +65,18 @@ def _traced_args(args) -> bool:
     return any(is_traced(a) for a in args)
 
 
+#: math function -> the primitive row it becomes on traced values
+_MATH_ROWS = {"erf": "erf", "erfc": "erfc", "lgamma": "gammaln"}
+
+
 def _math_function(name: str, fn):
     target = _MATH.get(name)
 
     def call(*args, **kwargs):
         if not _traced_args(args):
             return fn(*args, **kwargs)
+        if name in _MATH_ROWS:
+            return BY_NAME[_MATH_ROWS[name]].build(*args)
         if name == "log":
             out = np.log(args[0])
             return out / np.log(args[1]) if len(args) > 1 else out
@@ -85,10 +91,10 @@ def _math_function(name: str, fn):
 
 def _math_table() -> dict:
     table = {}
-    for name in [*_MATH, "log", "hypot"]:
+    for name in [*_MATH, *_MATH_ROWS, "log", "hypot"]:
         fn = getattr(math, name, None)
         target = _MATH.get(name, name)
-        if fn is not None and getattr(np, target, None) is not None:
+        if fn is not None and (name in _MATH_ROWS or getattr(np, target, None) is not None):
             table[name] = _math_function(name, fn)
     return table
 

@@ -26,6 +26,8 @@ UFUNCS: dict = {}
 FUNCTIONS: dict = {}
 #: Primitive rows by name, for methods and operators.
 BY_NAME: dict = {}
+#: SciPy ufunc name -> Primitive, bound to the ufunc when NumPy first hands it over.
+LATE_UFUNCS: dict = {}
 
 
 class SymArray:
@@ -74,7 +76,7 @@ class SymArray:
                 f"{ufunc.__name__}(...)."
             )
         if method == "__call__":
-            row = UFUNCS.get(ufunc)
+            row = UFUNCS.get(ufunc) or _late_row(ufunc)
             if row is not None:
                 kwargs.pop("out", None)
                 return row.build(*inputs, **kwargs)
@@ -163,8 +165,6 @@ class SymArray:
         value = constant_value(self)
         if value is not None:
             return round(value.item(), ndigits) if self.ndim == 0 else round(value, ndigits)
-        if np.round not in FUNCTIONS:
-            raise unsupported("round() of a traced value")
         return FUNCTIONS[np.round].build(self, 0 if ndigits is None else ndigits)
 
     def __index__(self):
@@ -267,6 +267,9 @@ class SymArray:
     def trace(self, offset=0, axis1=0, axis2=1):
         return BY_NAME["trace"].build(self, offset, axis1, axis2)
 
+    def round(self, decimals=0, out=None):
+        return FUNCTIONS[np.round].build(self, decimals, out)
+
     def cumsum(self, axis=None):
         return BY_NAME["cumsum"].build(self, axis)
 
@@ -315,6 +318,7 @@ for _dunder, _uf in {
     "matmul": "matmul",
     "floordiv": "floor_divide",
     "mod": "remainder",
+    "divmod": "divmod",
     "and": "bitwise_and",
     "or": "bitwise_or",
     "xor": "bitwise_xor",
@@ -529,6 +533,19 @@ def _as_traceable(result):
 
 
 # ----- messages --------------------------------------------------------------------
+
+
+def _late_row(ufunc):
+    """The row of a SciPy ufunc (scipy.special is loaded: the ufunc came from it)."""
+    row = LATE_UFUNCS.get(ufunc.__name__)
+    special = sys.modules.get("scipy.special")
+    if row is None or special is None:
+        return None
+    for fn in row.numpy:
+        if getattr(special, fn.__name__, None) is ufunc:
+            UFUNCS[ufunc] = row
+            return row
+    return None
 
 
 def _ufunc_label(ufunc) -> str:
