@@ -224,8 +224,8 @@ def autograd_namespace():
 
     import autograd.scipy.special as aspecial
 
-    def xlog(log):
-        return lambda x, y: anp.where(x == 0, 0.0, x * log(anp.where(x == 0, 1.0, y)))
+    def xlog(log):  # (y > 0 in programs, so x log(y) is the value, and log(y) the x-derivative at x = 0, as JAX)
+        return lambda x, y: x * log(y)
 
     special = types.SimpleNamespace(
         erf=aspecial.erf, erfc=aspecial.erfc, gammaln=aspecial.gammaln, expit=aspecial.expit, logit=aspecial.logit,
@@ -233,6 +233,16 @@ def autograd_namespace():
 
     def fmod(a, b):  # (autograd has no VJP for fmod): a - trunc(a / b) b
         return a - anp.trunc(a / b) * b
+
+    def polyval(p, x):
+        y = 0.0 * x
+        for c in p:
+            y = y * x + c
+        return y
+
+    def trapezoid(y, dx=1.0, axis=-1):
+        y = anp.moveaxis(y, axis, 0)
+        return anp.sum(dx * (y[1:] + y[:-1]) / 2.0, axis=0)
 
     def average(x, axis=None, weights=None, keepdims=False):
         if weights is None:
@@ -264,10 +274,16 @@ def autograd_namespace():
         special=special,
         fmod=fmod,
         cbrt=lambda x: anp.sign(x) * anp.abs(x) ** (1.0 / 3.0),
-        copysign=lambda a, b: anp.where(b < 0, -anp.abs(a), anp.abs(a)),
+        copysign=lambda a, b: where(b < 0, -anp.abs(a), anp.abs(a)),
         average=average,
         nansum=anp.sum,  # (programs hold no NaNs)
         nanmean=anp.mean,
+        nanmax=anp.max,
+        nanmin=anp.min,
+        ptp=lambda x, axis=None, keepdims=False: anp.max(x, axis=axis, keepdims=keepdims) - anp.min(
+            x, axis=axis, keepdims=keepdims),
+        trapezoid=trapezoid,
+        polyval=polyval,
         heaviside=lambda x, h: anp.where(x < 0, 0.0, anp.where(x > 0, 1.0, h)) + 0.0 * x,
     )
 
@@ -390,6 +406,13 @@ class Recorder(_Namespace):
     amax = _extremum("amax")
     min = _extremum("min")
     amin = _extremum("amin")
+    nanmax = _extremum("nanmax")
+    nanmin = _extremum("nanmin")
+
+    def ptp(self, a, axis=None, **kwargs):
+        self._log_extremum(a, axis, True)
+        self._log_extremum(a, axis, False)
+        return np.ptp(a, axis=axis, **kwargs)
 
     def _norm(self, x, ord=None, axis=None, keepdims=False):
         x64 = np.asarray(x, dtype=np.float64)
@@ -429,6 +452,10 @@ def _even(fn, v: Val) -> tuple[float, float]:
 
 
 # unary elementwise operations: template, domain, interval of the result
+def _quad(t: float) -> float:
+    return 0.5 * t * t - t + 2.0
+
+
 UNARY = {
     "neg": ("(-{0})", None, lambda v: (-v.hi, -v.lo)),
     "np.negative": ("np.negative({0})", None, lambda v: (-v.hi, -v.lo)),
@@ -474,6 +501,9 @@ UNARY = {
     "np.trunc": ("np.trunc({0})", None, lambda v: (math.trunc(v.lo) - 1.0, math.trunc(v.hi) + 1.0)),
     "np.fix": ("np.fix({0})", None, lambda v: (math.trunc(v.lo) - 1.0, math.trunc(v.hi) + 1.0)),
     "np.cbrt": ("np.cbrt({0})", "pos", lambda v: _mono(lambda t: t ** (1 / 3), v)),
+    # 0.5 t^2 - t + 2, smallest (1.5) at t = 1
+    "np.polyval": ("np.polyval([0.5, -1.0, 2.0], {0})", None,
+                   lambda v: (1.5 if v.lo <= 1.0 <= v.hi else min(_quad(v.lo), _quad(v.hi)), max(_quad(v.lo), _quad(v.hi)))),
     "-np.cbrt(-)": ("np.cbrt(-{0})", "pos", lambda v: (-(v.hi ** (1 / 3)), -(v.lo ** (1 / 3)))),
     "special.erf": ("special.erf({0})", None, lambda v: _mono(math.erf, v)),
     "special.erfc": ("special.erfc({0})", None, lambda v: (math.erfc(v.hi), math.erfc(v.lo))),
@@ -810,7 +840,8 @@ def op_clip(b: Builder, shape, depth):
 
 
 def op_reduce(b: Builder, shape, depth):
-    kind = b.pick(["sum", "mean", "prod", "max", "min", "nansum", "nanmean", "average"])
+    kind = b.pick(["sum", "mean", "prod", "max", "min", "nansum", "nanmean", "average", "nanmax", "nanmin", "ptp",
+                   "trapezoid"])
     mode = b.pick(["axis", "none", "keepdims", "tuple"])
     r = len(shape)
     if mode == "none":
@@ -840,9 +871,13 @@ def op_reduce(b: Builder, shape, depth):
         axis_text, n = f", axis={axes}", k1 * k2
     if not _dims_ok(child):
         return None
-    if kind == "prod" and n > 4:
+    if kind == "prod" and n > 4 or kind == "trapezoid" and mode != "axis":
         return None
     x = b.value(child, depth)
+    if kind == "trapezoid":
+        dx = b.pick([1.0, 0.25, 1.5])
+        return b.emit(f"np.trapezoid({x.src}, dx={dx}{axis_text})", shape, (n - 1) * dx * x.lo, (n - 1) * dx * x.hi,
+                      "np.trapezoid")
     if kind == "average" and b.coin(0.5):
         w = b.value(child, depth, "pos")
         return b.emit(f"np.average({x.src}{axis_text.replace(', keepdims=True', '')}, weights={w.src})"
@@ -852,11 +887,13 @@ def op_reduce(b: Builder, shape, depth):
     elif kind == "prod":
         m = max(1.0, x.mag) ** n
         lo, hi = ((x.lo ** n, x.hi ** n) if x.lo >= 0 else (-m, m))
+    elif kind == "ptp":
+        lo, hi = 0.0, x.hi - x.lo
     else:
         lo, hi = x.lo, x.hi
     if kind in ("max", "min"):
         text = f"np.{b.pick([kind, 'a' + kind])}({x.src}{axis_text})"
-    elif kind in ("nansum", "nanmean", "average"):
+    elif kind in ("nansum", "nanmean", "average", "nanmax", "nanmin", "ptp"):
         text = f"np.{kind}({x.src}{axis_text})"
     else:
         # (prod as a function only: the autograd oracle replaces np.prod, not the method)

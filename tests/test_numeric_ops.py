@@ -153,3 +153,22 @@ def test_scipy_special_is_not_imported_by_symjac():
     code = "import sys, symjac, numpy as np; symjac.jit(lambda x: np.sin(x))(np.ones(2)); print('scipy.special' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_scipy_logsumexp_softmax_and_log_softmax_trace_in_user_code():
+    import scipy
+    from scipy.special import logsumexp
+
+    from symjac.testing import check_grads
+
+    x = np.array([0.3, 1.2, 2.0, 0.7, -0.4])
+    fns = [lambda x: logsumexp(x), lambda x: special.logsumexp(np.outer(x, x), axis=1, b=x * x),
+           lambda x: scipy.special.softmax(x), lambda x: special.softmax(np.outer(x, x), axis=0),
+           lambda x: special.log_softmax(x * 2.0)]
+    for f in fns:
+        np.testing.assert_allclose(sj.jit(f)(x), f(x), rtol=4 * np.finfo(float).eps, atol=1e-15)
+        check_grads(f, [x], order=2)
+    np.testing.assert_allclose(sj.grad(lambda x: logsumexp(x))(x), special.softmax(x), rtol=1e-15)
+    # large values: no overflow (the maximum is subtracted first)
+    big = x * 1000.0
+    np.testing.assert_allclose(sj.grad(lambda x: logsumexp(x))(big), special.softmax(big), atol=1e-300)

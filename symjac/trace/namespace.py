@@ -139,9 +139,8 @@ class Scope:
         if hit is not None and hit[0] is value:
             return hit[1]
         out = value
-        if isinstance(value, types.FunctionType):
-            if is_user_code(value):
-                out = self.function(value)
+        if isinstance(value, types.FunctionType) and is_user_code(value):
+            out = self.function(value)
         elif type(value) is tuple:  # immutable, so a tuple of substitutes means the same
             new = tuple(self.substitute(v) for v in value)
             if any(n is not v for n, v in zip(new, value, strict=True)):

@@ -28,6 +28,7 @@ from ..ir import graph as g
 from ..ir import ops as _ops
 from . import arrayops as ops
 from . import composites as cmp
+from . import library as lib
 from .arrayops import (
     elementwise,
     float_dtype,
@@ -432,6 +433,16 @@ TABLE: list[Primitive] = [
     Primitive("average", (np.average,), "reduction", cmp.average, "weighted mean over axes (weights=, returned=, keepdims=), as NumPy computes it"),
     Primitive("nansum", (np.nansum,), "reduction", cmp.nansum, "sum with NaNs counted as zero"),
     Primitive("nanmean", (np.nanmean,), "reduction", cmp.nanmean, "mean of the values that are not NaN"),
+    Primitive("ptp", (np.ptp,), "reduction", lib.ptp, "max - min over axes"),
+    Primitive("nanmax", (np.nanmax,), "reduction", lib.nanmax, "maximum of the values that are not NaN (NaN for a slice of NaNs only)"),
+    Primitive("nanmin", (np.nanmin,), "reduction", lib.nanmin, "minimum of the values that are not NaN (NaN for a slice of NaNs only)"),
+    Primitive("count_nonzero", (np.count_nonzero,), "reduction", lib.count_nonzero, "number of nonzero values (derivative 0)"),
+    Primitive("trapezoid", (np.trapezoid,), "reduction", lib.trapezoid, "trapezoidal rule (x= or dx=), NumPy's steps"),
+    Primitive("gradient", (np.gradient,), "reduction", lib.gradient, "central differences (scalar spacings or constant coordinate arrays; edge_order 1 or 2), NumPy's formulas"),
+    Primitive("polyval", (np.polyval,), "elementwise", lib.polyval, "polynomial by Horner's rule, as NumPy"),
+    Primitive("interp", (np.interp,), "piecewise", lib.interp, "linear interpolation at traced or constant points, with constant sample points xp"),
+    Primitive("linspace", (np.linspace,), "creation", lib.linspace, "evenly spaced values between traced endpoints, NumPy's steps"),
+    Primitive("isclose", (np.isclose,), "comparison", lib.isclose, "|a - b| <= atol + rtol |b| (derivative 0)"),
     Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.mul(*items)), "product over axes"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
@@ -482,6 +493,13 @@ TABLE: list[Primitive] = [
     _func("tile", [np.tile], ops.structural(np.tile), "repeat the whole array"),
     _func("repeat", [np.repeat], ops.structural(np.repeat), "repeat elements"),
     _func("take", [np.take], ops.structural(np.take), "take with a concrete index array"),
+    _func("append", [np.append], lib.append, "append values (flattened without axis=)"),
+    _func("insert", [np.insert], lib.insert, "insert values at concrete positions"),
+    _func("delete", [np.delete], lib.delete, "delete concrete positions"),
+    _func("split", [np.split], lib.split, "split at concrete positions (a list of arrays)"),
+    _func("array_split", [np.array_split], lib.array_split, "split into nearly equal parts"),
+    _func("hsplit", [np.hsplit], lib.hsplit, "split columns"),
+    _func("vsplit", [np.vsplit], lib.vsplit, "split rows"),
     _func("tril", [np.tril], cmp.tril, "lower triangle (k=), zeros above"),
     _func("triu", [np.triu], cmp.triu, "upper triangle (k=), zeros below"),
     _func("pad", [np.pad], cmp.pad, "pad with modes constant (constant_values=), edge, wrap, reflect, symmetric, empty"),

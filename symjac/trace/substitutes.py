@@ -4,6 +4,8 @@ The rules ``namespace.Scope`` applies to every value a traced function reads:
 
 * ``numpy`` (however imported) is a view whose array constructors give traced
   arrays (``creation.py``); ``from numpy import zeros`` gets the same function;
+* ``scipy.special.logsumexp``, ``softmax`` and ``log_softmax`` (Python code that
+  branches on values) are traceable versions (``library.py``);
 * ``math`` functions take traced values to their NumPy ufunc
   (``math.exp(x[0])`` is ``np.exp(x[0])``) and behave as usual on numbers;
 * the builtins ``max``/``min`` on traced values explain that they compare with
@@ -23,13 +25,14 @@ import builtins
 import math
 import os
 import pickle
+import sys
 import types
 import warnings
 
 import numpy as np
 
 from .._errors import RandomDrawWarning, TracerControlFlowError
-from . import creation
+from . import creation, library
 from .namespace import ModuleView, Scope, in_user_module
 from .symarray import BY_NAME, SymArray, is_traced, user_frame, user_location
 
@@ -109,6 +112,25 @@ def _math_rule(value, scope: Scope):
     hit = _MATH_IDS.get(id(value))
     if hit is not None and hit[0] is value:
         return hit[1]
+    return None
+
+
+# ----- scipy.special's Python functions -------------------------------------------------------------
+
+
+def _scipy_rule(value, scope: Scope):
+    """scipy.special's logsumexp/softmax/log_softmax (Python code with branches on values)
+    as traceable functions; scipy and scipy.special as views that give them."""
+    special = sys.modules.get("scipy.special")
+    if special is None or not isinstance(value, types.ModuleType) and not callable(value):
+        return None
+    if value is special:
+        return ModuleView(special, scope, dict(library.SCIPY_FUNCTIONS))
+    if value is sys.modules.get("scipy"):
+        return ModuleView(value, scope)
+    for name, fn in library.SCIPY_FUNCTIONS.items():
+        if getattr(special, name, None) is value:
+            return fn
     return None
 
 
@@ -237,7 +259,7 @@ class RandomWatch:
 
 def new_scope(fn) -> Scope:
     """A scope with every rule above, warning about random draws of ``fn`` when it closes."""
-    scope = Scope([_numpy_rule, _math_rule, _module_rule], _builtins_rule)
+    scope = Scope([_numpy_rule, _math_rule, _scipy_rule, _module_rule], _builtins_rule)
     watch = RandomWatch(scope)
     scope.finish.append(lambda: watch.check(fn))
     return scope
