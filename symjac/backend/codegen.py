@@ -148,7 +148,7 @@ class _Lowering:
         for term in terms:
             negative = term.func is g.Mul and term.args[0].is_Number and term.args[0] < 0
             if negative:
-                value = self.value(g.mul(-term.args[0], *term.args[1:]))
+                value = self.value(g.neg(term))  # exact: a zero product stays a product
             elif term.is_Number and term < 0 and acc is not None:
                 negative, value = True, self.const(-_number(term))
             else:
@@ -207,7 +207,13 @@ def _number(node) -> float:
         return float("-inf")
     if node is sp.nan:
         return float("nan")
-    return float(node.evalf(17)) if not node.is_Number else float(node)
+    if node.is_Number:
+        return float(node)
+    if node.func is g.Pow:  # a kept division by a constant (1 / 0.0 = inf): IEEE, as the kernel would
+        with np.errstate(all="ignore"):
+            return float(np.power(_number(node.args[0]), _number(node.args[1])))
+    value = complex(node.evalf(17))
+    return value.real if value.imag == 0 else float("nan")
 
 
 def lower(symbols: dict, outputs: Sequence[np.ndarray]) -> Program:

@@ -123,6 +123,8 @@ class BatchProgram:
         c = self.compiled
         dtype = c.dtype
         _check_memory(size, self.bytes_per_sample)
+        if c._int_args:
+            _dispatch.check_integers(c, leaves)
         # the batch kernel writes every entry (zeros included); the tape only the nonzeros
         alloc = np.empty if self.kernel is not None else np.zeros
         outs = [alloc((size, *s), dtype=dtype) for s in self.out_shapes]

@@ -30,6 +30,7 @@ from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
 from ..backend import tape as _tape
 from ..diff import products as _transforms
+from ..trace import integers
 from ..trace.symarray import SymArray
 from ..trace.tracer import (
     ArgSpec,
@@ -88,6 +89,8 @@ def clear() -> None:
 
 
 def _leaf_key(value):
+    if isinstance(value, np.ma.MaskedArray):  # keyed apart: one with masked entries is refused
+        return ("masked", bool(np.ma.getmaskarray(value).any()), value.shape, value.dtype.char)
     if isinstance(value, np.ndarray):
         return (value.shape, value.dtype.char)
     if isinstance(value, float):
@@ -142,6 +145,7 @@ class Built:
     leaf_specs: list[ArgSpec]
     symbols: dict  # input Symbol -> (leaf index, flat index)
     dtype: np.dtype  # compute dtype
+    int_limit: int | None = None  # integer arguments must stay within this (trace.integers)
 
 
 def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
@@ -194,13 +198,14 @@ def build(transform, args: Sequence, checkpoint=None) -> Built:
         token = _transforms.CHECKPOINT.set(hook)
         try:
             result = transform.symbolic_apply(call_args, top=True)
+            int_limit = integers.limit()
         finally:
             _transforms.CHECKPOINT.reset(token)
     arrays = _transforms.flatten_result(result)
     # compute as precisely as NumPy would: float32 code that meets a float64
     # constant produces float64 results, and so must compute in float64
     dtype = np.result_type(dtype, *(a.dtype for a in arrays if a.dtype.kind == "f"))
-    return Built(result, arrays, leaves, leaf_names, leaf_specs, symbols, dtype)
+    return Built(result, arrays, leaves, leaf_names, leaf_specs, symbols, dtype, int_limit)
 
 
 def kernel_parts(transform, built: Built) -> tuple[_codegen.KernelSpec, _codegen.Program]:
@@ -240,7 +245,8 @@ class Compiled:
     """
 
     def __init__(self, spec: _codegen.KernelSpec, path, leaves, leaf_shapes, out_shapes, out_dtypes,
-                 template, tape: _tape.Tape, dtype, source: str | None = None):
+                 template, tape: _tape.Tape, dtype, source: str | None = None, int_limit: int | None = None,
+                 leaf_dtypes=None):
         self.spec, self.path, self._source = spec, path, source
         self.leaves = [tuple(leaf) for leaf in leaves]
         self.dtype = np.dtype(dtype)
@@ -252,10 +258,14 @@ class Compiled:
         self.out_bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
         self.template = template
         self.tape = tape
+        # integer arguments (their positions) are checked against int_limit on every call
+        self.int_limit = int_limit
+        self._int_args = [] if int_limit is None else [
+            n for n, d in enumerate(leaf_dtypes or []) if np.dtype(d).kind in "biu"]
         # the common case gets a short call path: array arguments that need no
         # reshaping, one output in the compute dtype
         self._fast = (
-            len(self.out_shapes) == 1 and self.out_dtypes[0] == self.dtype
+            not self._int_args and len(self.out_shapes) == 1 and self.out_dtypes[0] == self.dtype
             and (self.template is None or isinstance(self.template, _transforms.SparseLayout))
             and all(k is None for _, k in self.leaves)
         )
@@ -277,7 +287,8 @@ class Compiled:
         sizes = [int(np.prod(a.shape)) if a.shape else 1 for a in built.arrays]
         tape = _tape.encode(program, [int(np.prod(s.shape or (1,))) for s in built.leaf_specs], sizes, built.dtype)
         return cls(spec, path, built.leaves, [s.shape for s in built.leaf_specs], [a.shape for a in built.arrays],
-                   [a.dtype for a in built.arrays], _template(built.result), tape, built.dtype, source)
+                   [a.dtype for a in built.arrays], _template(built.result), tape, built.dtype, source,
+                   built.int_limit, [s.dtype for s in built.leaf_specs])
 
     @property
     def program(self) -> _codegen.Program:
@@ -378,6 +389,8 @@ class Compiled:
     def _call(self, args: Sequence):
         dtype = self.dtype
         inputs = []
+        if self._int_args:
+            check_integers(self, [args[i] if k is None else args[i][k] for i, k in self.leaves])
         for (i, k), shape in zip(self.leaves, self.in_shapes):
             value = args[i] if k is None else args[i][k]
             arr = np.ascontiguousarray(value, dtype=dtype)
@@ -409,6 +422,28 @@ class Compiled:
             # Jacobian of a constant) takes none of its slot
             results.append(out.reshape(shape)[()] if shape == () else out[: int(np.prod(shape))].reshape(shape))
         return _fill(self.template, iter(results))
+
+
+def check_integers(compiled, leaves) -> None:
+    """Refuse integer arguments beyond the magnitude for which the program's
+    integer values stay exact in float64 (``trace.integers``)."""
+    for n in compiled._int_args:
+        value = np.asarray(leaves[n])
+        if value.size == 0:
+            continue
+        if value.dtype.kind in "iub":  # compared as Python ints: exact, and no abs() overflow
+            big = max(int(value.max()), -int(value.min()))
+        else:  # (a float array given where the program was built for integers)
+            big = float(np.max(np.abs(value)))
+        if big > compiled.int_limit:
+            name = compiled.spec.inputs[n][0]
+            raise ArgumentError(
+                f"integer argument {name!r} has a value of magnitude {big}; this program computes "
+                f"its integer values exactly (as NumPy's int64 would) only for integer arguments up to "
+                f"{compiled.int_limit:,}, because symjac computes in float64, which holds integers up to "
+                "2**53. Convert the argument to float (rounding then happens as in NumPy's float64), "
+                "or pass it through static_argnums."
+            )
 
 
 def _template(result):

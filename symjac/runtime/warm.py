@@ -124,6 +124,8 @@ def payload(compiled) -> tuple[dict, dict]:
         "out_shapes": [list(s) for s in compiled.out_shapes],
         "out_dtypes": [d.str for d in compiled.out_dtypes],
         "dtype": compiled.dtype.str,
+        "int_limit": compiled.int_limit,
+        "int_args": list(compiled._int_args),
         "template": _template_to_json(compiled.template, arrays),
     }
     return meta, arrays
@@ -159,6 +161,8 @@ def from_payload(meta: dict, arrays: dict, path: Path):
     return Compiled(
         spec, path, meta["leaves"], meta["leaf_shapes"], meta["out_shapes"], meta["out_dtypes"],
         _template_from_json(meta["template"], arrays), tape, meta["dtype"],
+        int_limit=meta["int_limit"],
+        leaf_dtypes=["i8" if n in meta["int_args"] else "f8" for n in range(len(meta["leaves"]))],
     )
 
 

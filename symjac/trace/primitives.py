@@ -161,7 +161,7 @@ def _reduction(combine, mean=False, initial_ok=False):
         rdt = np.dtype(dtype) if dtype is not None else rdt
         if mean:
             def combine_(items):
-                return g.div(g.add(*items), sp.Integer(len(items)))
+                return g.exact_div(g.add(*items), sp.Integer(len(items)))
         else:
             combine_ = combine
         return ops.reduce(x, axis, keepdims, combine_, rdt)
@@ -252,7 +252,7 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     parts = []
     for i, j in ((1, 2), (2, 0), (0, 1)):
         parts.append(
-            elementwise(lambda p, q, r, s: g.sub(g.mul(p, s), g.mul(q, r)),
+            elementwise(lambda p, q, r, s: g.sub(g.exact_mul(p, s), g.exact_mul(q, r)),
                         (A[..., i], A[..., j], B[..., i], B[..., j]), dtype).elems
         )
     return SymArray(np.stack(parts, axis=-1), dtype)
@@ -354,14 +354,14 @@ TABLE: list[Primitive] = [
     # ----- arithmetic --------------------------------------------------------------
     _ufunc("add", np.add, g.add, "a + b"),
     _ufunc("subtract", np.subtract, g.sub, "a - b"),
-    _ufunc("multiply", np.multiply, g.mul, "a * b"),
-    _ufunc("divide", np.true_divide, g.div, "a / b", out_dtype=_float_result),
+    _ufunc("multiply", np.multiply, g.exact_mul, "a * b"),
+    _ufunc("divide", np.true_divide, g.exact_div, "a / b", out_dtype=_float_result),
     _ufunc("negative", np.negative, g.neg, "-a"),
     _ufunc("positive", np.positive, lambda a: a, "+a"),
     _ufunc("power", np.power, g.pow_, "a ** b"),
     _ufunc("float_power", np.float_power, g.pow_, "a ** b in float64"),
     _ufunc("square", np.square, lambda a: g.pow_(a, sp.Integer(2)), "a ** 2"),
-    _ufunc("reciprocal", np.reciprocal, lambda a: g.pow_(a, g.NEG_ONE), "1 / a"),
+    _ufunc("reciprocal", np.reciprocal, lambda a: g.exact_div(g.ONE, a), "1 / a"),
     _ufunc("sqrt", np.sqrt, lambda a: g.pow_(a, g.HALF), "square root (a ** 1/2)"),
     _ufunc("absolute", np.absolute, _fn(sp.Abs), "|a|; derivative sign(a), 0 at a = 0", head=sp.Abs),
     _ufunc("fabs", np.fabs, _fn(sp.Abs), "|a| as a float"),
@@ -391,8 +391,8 @@ TABLE: list[Primitive] = [
     _ufunc("arcsinh", np.arcsinh, _fn(sp.asinh), "inverse hyperbolic sine", head=sp.asinh),
     _ufunc("arccosh", np.arccosh, _fn(sp.acosh), "inverse hyperbolic cosine", head=sp.acosh),
     _ufunc("arctanh", np.arctanh, _fn(sp.atanh), "inverse hyperbolic tangent", head=sp.atanh),
-    _ufunc("deg2rad", np.deg2rad, lambda a: g.mul(a, sp.Float(math.pi / 180)), "degrees to radians"),
-    _ufunc("rad2deg", np.rad2deg, lambda a: g.mul(a, sp.Float(180 / math.pi)), "radians to degrees"),
+    _ufunc("deg2rad", np.deg2rad, lambda a: g.exact_mul(a, sp.Float(math.pi / 180)), "degrees to radians"),
+    _ufunc("rad2deg", np.rad2deg, lambda a: g.exact_mul(a, sp.Float(180 / math.pi)), "radians to degrees"),
     # ----- piecewise -----------------------------------------------------------------------
     _ufunc("maximum", np.maximum, _max, "elementwise max; at ties the derivative is split 1/2 : 1/2", head=sp.Max, derivative=_select_max),
     _ufunc("minimum", np.minimum, _min, "elementwise min; at ties the derivative is split 1/2 : 1/2", head=sp.Min, derivative=_select_min),
@@ -417,11 +417,11 @@ TABLE: list[Primitive] = [
     # ----- reductions ------------------------------------------------------------------------
     Primitive("sum", (np.sum,), "reduction", _reduction(lambda items: g.add(*items)), "sum over axes (axis=, keepdims=)"),
     Primitive("mean", (np.mean,), "reduction", _reduction(None, mean=True), "mean over axes"),
-    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.mul(*items)), "product over axes"),
+    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items)), "product over axes"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
     Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum"),
-    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.mul), "running product"),
+    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product"),
     Primitive("diff", (np.diff,), "reduction", _diff_build, "n-th discrete difference along an axis"),
     Primitive("trace", (np.trace,), "reduction", _trace, "sum of a diagonal"),
     Primitive("norm", (np.linalg.norm,), "reduction", _norm, "np.linalg.norm: vector 2-, 1-, inf-norms; Frobenius"),
