@@ -242,6 +242,18 @@ for _name, _row in {"sum": "sum", "mean": "mean", "prod": "prod", "max": "amax",
     setattr(SymArray, _name, _reduction_method(_row))
 
 
+def _moment_method(name: str) -> Callable:
+    def method(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+        return BY_NAME[name].build(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+SymArray.var = _moment_method("var")
+SymArray.std = _moment_method("std")
+
+
 def _operator(ufunc_name: str, reflected: bool = False) -> Callable:
     def op(self, other):
         row = UFUNCS[getattr(np, ufunc_name)]
