@@ -8,6 +8,10 @@ was seen, and how to fix it.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 
 class SymjacError(Exception):
     """Base class of every error raised by symjac."""
@@ -62,3 +66,17 @@ class ResourceLimitError(SymjacError, MemoryError):
 class CompileError(SymjacError, RuntimeError):
     """Numba failed to compile a generated kernel (a bug in symjac: please
     report it with the kernel source from ``.source()``)."""
+
+
+# ----- warnings ------------------------------------------------------------------------------
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """Warn, attributing the warning to the innermost frame outside symjac
+    (the user's line that led here), not to symjac's own files."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)

@@ -63,6 +63,12 @@ def _vectorized(fn: Callable, nin: int) -> np.ufunc:
     return np.frompyfunc(fn, nin, 1)
 
 
+def clear_caches() -> None:
+    """Forget the memoised dtype and vectorised-builder tables (``sj.clear_caches``)."""
+    _ufunc_dtype.cache_clear()
+    _vectorized.cache_clear()
+
+
 def _boxed(value) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value
