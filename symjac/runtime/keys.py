@@ -15,6 +15,8 @@ from .._errors import ArgumentError
 
 def leaf_key(value):
     """Shape and dtype of a runtime argument (a tuple of them for a tuple)."""
+    if isinstance(value, np.ma.MaskedArray):  # keyed apart: one with masked entries is refused
+        return ("masked", bool(np.ma.getmaskarray(value).any()), value.shape, value.dtype.char)
     if isinstance(value, np.ndarray):
         return (value.shape, value.dtype.char)
     if isinstance(value, float):
