@@ -131,7 +131,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
 def vm_source() -> str:
     """The tape interpreter's module (see ``tape.py``).  One dispatcher per
     entry point and nothing shared between them, so a damaged Numba cache is
-    emptied and rebuilt function by function."""
+    emptied and rebuilt function by function.  Not ``nogil``: see ``tape.py``."""
     store = [
         "for s in range(store_idx.shape[0]):",
         "    {out}store_idx[s]] = work[store_val[s]]",
@@ -153,13 +153,13 @@ def vm_source() -> str:
         f"SYMJAC_NATIVE = [{bodies}]",
         "",
         "",
-        "@njit(cache=True, nogil=True)",
+        "@njit(cache=True)",
         f"def run({params.format(inputs='inputs', rest='work, out')}):",
         "    vm_step(code, consts, inputs, inputs, work)",
         *("    " + line.format(out="out[") for line in store),
         "",
         "",
-        "@njit(cache=True, nogil=True, parallel=True)",
+        "@njit(cache=True, parallel=True)",
         f"def run_batch({params.format(inputs='batched, shared', rest='out')}):",
         "    n = max(code.shape[0], 1)",
         "    for i in prange(batched.shape[0]):",
@@ -168,7 +168,7 @@ def vm_source() -> str:
         *("        " + line.format(out="out[i, ") for line in store),
         "",
         "",
-        "@njit(cache=True, nogil=True)",
+        "@njit(cache=True)",
         f"def run_batch_serial({params.format(inputs='batched, shared', rest='out')}):",
         "    work = np.empty(max(code.shape[0], 1), dtype=consts.dtype)",
         "    for i in range(batched.shape[0]):",
