@@ -262,3 +262,21 @@ def vm_step(typingctx, code, consts, inputs, shared, work):
         return context.get_dummy_value()
 
     return types.void(code, consts, inputs, shared, work), codegen
+
+
+def warm_up() -> None:
+    """Compile (not cache) a wrapper like a kernel module's: Numba's first
+    compile in a process costs ~0.3 s more than later ones, which the preload
+    thread pays instead of the first kernel."""
+    import numpy as np
+    from numba import njit
+
+    symbol = vm_symbol(np.float64)
+    ensure(symbol, "vm", "float64")
+    llvm.add_symbol("symjac_warm_up", address(f"{symbol}.run"))  # linked, never called
+
+    def wrapper(a, out):
+        native_call((a,), (out,), "symjac_warm_up")
+
+    array = types.Array(types.float64, 1, "C")
+    njit(nogil=True)(wrapper).compile((array, array))

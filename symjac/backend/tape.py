@@ -253,6 +253,7 @@ def start_preload() -> None:
         try:
             ensure_ready(np.float64)
             _function("run", np.float64)  # Numba's one-off start-up, off the caller's path
+            _native.warm_up()  # and its compiler's: the first kernel compiles sooner
         except Exception:  # the first real call will report any problem
             pass
 
