@@ -55,7 +55,9 @@ def test_a_tampered_kernel_file_is_refused_and_regenerated(cache):
     first, _ = fresh_call()
     (path,) = kernel_files(cache)
     good = path.read_text()
-    path.write_text(good.replace("np.sin", "np.cos"))  # same name, other content
+    bad = good.replace("sin", "cos")  # same name, other content: the program computes cos
+    assert bad != good
+    path.write_text(bad)
     with pytest.warns(RuntimeWarning, match="was changed, or is not private to you") as warned:
         again, info = fresh_call()
     assert warned[0].filename == __file__, "the warning points at the caller's line, not at symjac"
