@@ -9,8 +9,8 @@ reports: the first call's seconds (and its thread's CPU seconds), the seconds
 from the start of the first call until a kernel serves, the compile's wall and
 CPU seconds (the compiling thread's own CPU time: what it takes on an idle
 core; on a loaded machine the wall time is longer), the tape's per-call time
-while the kernel compiles compared with the tape's own speed afterwards (the
-starving ratio), and the steady per-call time of the kernel.  ``--warm-vm`` leaves the tape interpreter's
+while the kernel compiles (the mean: calls made / time spent in them) compared
+with the tape's own speed afterwards (the starving ratio), and the steady per-call time of the kernel.  ``--warm-vm`` leaves the tape interpreter's
 machine code in the cache (compiled once per installation); by default the
 cache is completely empty.  Not a test: the numbers depend on the machine.
 """
@@ -80,7 +80,7 @@ tape = min(per_call(lambda: compiled.tape.run(flat, buf)) for _ in range(3))
 print(json.dumps(dict(name=name, import_s=imported - start, first_call_s=first, kernel_ready_s=ready,
                       first_call_cpu_s=first_cpu, compile_cpu_s=cpu.get("compile_cpu_s"),
                       n_ops=info.n_ops, compile_s=info.compile_seconds, tape_calls_during=len(during),
-                      tape_call_during_us=1e6 * float(np.median(during)) if during else None,
+                      tape_call_during_us=1e6 * float(np.mean(during)) if during else None,
                       tape_call_us=1e6 * tape, kernel_call_us=1e6 * steady)))
 """
 

@@ -21,6 +21,7 @@ if "OMP_WAIT_POLICY" not in _os.environ:
 
 from ._api import Transform as Transform  # noqa: E402
 from ._api import divergence as divergence
+from ._api import from_sympy as from_sympy
 from ._api import grad as grad
 from ._api import hessian as hessian
 from ._api import hvp as hvp
@@ -75,13 +76,12 @@ from ._errors import (
 from ._errors import (
     UnsupportedOperationError as UnsupportedOperationError,
 )
+from ._inspect import explain as explain
+from ._inspect import show as show
 from ._vmap import vmap as vmap
-from .runtime.dispatch import CacheInfo as CacheInfo
-from .runtime.dispatch import KernelInfo as KernelInfo
+from .runtime.kernel import KernelInfo as KernelInfo
+from .runtime.stats import CacheInfo as CacheInfo
 from .show.display import Shown as Shown
-from .show.display import show as show
-from .show.explain import explain as explain
-from .trace.from_sympy import from_sympy as from_sympy
 from .trace.primitives import supported_operations as supported_operations
 
 __version__ = "0.1.0"

@@ -196,14 +196,17 @@ def _show(args) -> int:
 def _cache(args) -> int:
     from symjac.backend import compiler as _compile
 
-    path = _compile.cache_dir()
-    files = list(path.glob("*.py"))
+    root = _compile.cache_root()
+    files = list((root / "kernels").glob("*.py"))
+    programs = list((root / "programs").glob("*.json"))
     if args.action == "info":
-        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-        print(f"kernel cache: {path}\n  {len(files)} kernel files, {size / 1e6:.1f} MB on disk")
+        size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+        print(f"symjac cache: {root}\n  {len(files)} kernel files, {len(programs)} programs, "
+              f"{size / 1e6:.1f} MB on disk")
     else:
-        shutil.rmtree(path, ignore_errors=True)
-        print(f"removed {len(files)} kernel files from {path}")
+        for sub in ("kernels", "programs"):
+            shutil.rmtree(root / sub, ignore_errors=True)
+        print(f"removed {len(files)} kernel files and {len(programs)} programs from {root}")
     return 0
 
 

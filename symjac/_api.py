@@ -10,103 +10,23 @@ Hessian) and accept plain, undecorated functions.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 
 import numpy as np
 
 from ._errors import ArgumentError, ArityError
-from .diff import products as _transforms
-from .runtime import dispatch as _dispatch
-from .show import display as _display
+from ._signature import Signature, normalize_argnums
+from .diff import products
+from .diff.products import EXTRA, VECTOR, Spec
+from .runtime import build, dispatch, layout
+from .runtime.request import Request
+from .show import display
+from .trace import from_sympy as _from_sympy
 from .trace.symarray import is_traced
 
-_EXTRA_NAME = {"jvp": "v", "vjp": "u", "hvp": "v"}
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}
-
-
-def _normalize_argnums(argnums, n_params: int | None, label: str) -> tuple[tuple[int, ...], bool]:
-    is_tuple = isinstance(argnums, (tuple, list))
-    items = tuple(argnums) if is_tuple else (argnums,)
-    out = []
-    for a in items:
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
-            raise ArgumentError(f"{label} must be an int or a tuple of ints; got {argnums!r}.")
-        a = int(a)
-        if n_params is not None:
-            if not -n_params <= a < n_params:
-                raise ArgumentError(
-                    f"{label}={argnums!r} is out of range: the function takes {n_params} "
-                    f"argument{'s' if n_params != 1 else ''} (positions 0..{n_params - 1})."
-                )
-            a %= n_params
-        out.append(a)
-    if len(set(out)) != len(out):
-        raise ArgumentError(f"{label}={argnums!r} repeats an argument.")
-    return tuple(out), is_tuple
-
-
-class _Signature:
-    """Parameter names and binding rules of a plain function."""
-
-    def __init__(self, fn: Callable):
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
-            sig = None
-        self.params: list[inspect.Parameter] = []
-        self.varargs = sig is None
-        if sig is not None:
-            for p in sig.parameters.values():
-                if p.kind is p.VAR_POSITIONAL:
-                    self.varargs = True
-                elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-                    self.params.append(p)
-        self.name = getattr(fn, "__name__", type(fn).__name__)
-
-    @property
-    def n_params(self) -> int | None:
-        return None if self.varargs else len(self.params)
-
-    @property
-    def n_required(self) -> int:
-        return sum(p.default is p.empty for p in self.params)
-
-    def names(self, n: int) -> list[str]:
-        names = [p.name for p in self.params[:n]]
-        return names + [f"arg{i}" for i in range(len(names), n)]
-
-    def bind(self, args: tuple, kwargs: dict) -> tuple:
-        if self.varargs and not kwargs:
-            return args
-        n = len(self.params)
-        if len(args) > n and not self.varargs:
-            raise ArityError(
-                f"{self.name} takes {n} positional argument{'s' if n != 1 else ''} "
-                f"({', '.join(p.name for p in self.params)}) but got {len(args)}."
-            )
-        bound = list(args)
-        # Parameters left to their defaults stay defaults (constants of the
-        # trace, e.g. a ufunc's out=None); only values the caller passes are
-        # runtime inputs.  Keyword arguments are placed by position, with the
-        # defaults before them filled in.
-        last = max((i for i, p in enumerate(self.params) if p.name in kwargs), default=len(args) - 1)
-        for i, p in enumerate(self.params[len(args) :], start=len(args)):
-            if p.name in kwargs:
-                bound.append(kwargs.pop(p.name))
-            elif p.default is not p.empty:
-                if i > last:
-                    continue
-                bound.append(p.default)
-            else:
-                raise ArityError(
-                    f"{self.name} is missing argument {p.name!r}: it takes "
-                    f"({', '.join(q.name for q in self.params)}) and got {len(args)} "
-                    "positional argument(s)."
-                )
-        if kwargs:
-            raise ArityError(f"{self.name} got unexpected keyword argument(s) {sorted(kwargs)}.")
-        return tuple(bound)
 
 
 class Transform:
@@ -132,15 +52,15 @@ class Transform:
         self.fn = fn
         self.kind = kind
         inner = fn if isinstance(fn, Transform) else None
-        self._signature = None if inner else _Signature(fn)
-        self.n_extra = _transforms.EXTRA.get(kind, 0)
+        self._signature = None if inner else Signature(fn)
+        self.n_extra = EXTRA.get(kind, 0)
         n_primal = inner.n_params if inner else self._signature.n_params
-        static = _normalize_argnums(static_argnums, n_primal, "static_argnums")[0] if static_argnums != () else ()
+        static = normalize_argnums(static_argnums, n_primal, "static_argnums")[0] if static_argnums != () else ()
         self.static_argnums = frozenset(static) | (inner.static_argnums if inner else frozenset())
         if kind == "jit":
             self.argnums, self.tuple_argnums = (), False
         else:
-            self.argnums, self.tuple_argnums = _normalize_argnums(argnums, n_primal, "argnums")
+            self.argnums, self.tuple_argnums = normalize_argnums(argnums, n_primal, "argnums")
             clash = self.static_argnums.intersection(self.argnums)
             if clash:
                 raise ArgumentError(
@@ -151,14 +71,15 @@ class Transform:
             raise ArgumentError(f"format must be 'csr' or 'csc'; got {format!r}.")
         if sparse and kind not in ("jacobian", "hessian"):
             raise ArgumentError(f"sparse=True applies to jacobian and hessian, not {kind}.")
-        self.spec = _transforms.Spec(kind, self.argnums, self.tuple_argnums, self.n_extra,
-                                     format if sparse else None)
+        self.spec = Spec(kind, self.argnums, self.tuple_argnums, self.n_extra, format if sparse else None)
         self.root = inner.root if inner else fn
-        chain_kind = f"{kind}_{format}" if sparse else kind
-        self.chain = (chain_kind, self.argnums, self.tuple_argnums, tuple(sorted(self.static_argnums))) + (
-            inner.chain if inner else ()
+        self.request = Request(
+            self.root,
+            (self.spec,) + (inner.request.products if inner else ()),
+            self.static_argnums,
+            inner.request.params if inner else self._signature.names,
+            getattr(self.root, "__name__", type(self.root).__name__).replace("<lambda>", "lambda"),
         )
-        self.store = _dispatch.store_for(self.root, self.chain)
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
                 setattr(self, attr, getattr(fn, attr))
@@ -183,28 +104,24 @@ class Transform:
         return inner + self.n_extra
 
     def bind(self, args: tuple, kwargs: dict) -> tuple:
+        """The arguments as the function's positional parameters (defaults
+        left out stay defaults), followed by the vector of a vector product."""
         n = len(args) - self.n_extra
         if n < 0:
             raise ArityError(
                 f"{self.kind} of {self.fn_name} takes the function's arguments followed by "
-                f"{_EXTRA_NAME[self.kind]}; got only {len(args)} argument(s)."
+                f"{VECTOR[self.kind]}; got only {len(args)} argument(s)."
             )
         primal, extra = args[:n], args[n:]
         kwargs = dict(kwargs)
-        if self.n_extra and _EXTRA_NAME[self.kind] in kwargs and not extra:
-            extra = (kwargs.pop(_EXTRA_NAME[self.kind]),)
+        if self.n_extra and VECTOR[self.kind] in kwargs and not extra:
+            extra = (kwargs.pop(VECTOR[self.kind]),)
         inner = self.fn.bind(primal, kwargs) if isinstance(self.fn, Transform) else self._signature.bind(primal, kwargs)
         return inner + tuple(extra)
 
-    def param_names(self, n: int) -> list[str]:
-        n_primal = n - self.n_extra
-        names = self.fn.param_names(n_primal) if isinstance(self.fn, Transform) else self._signature.names(n_primal)
-        if self.n_extra:
-            extra = _EXTRA_NAME[self.kind]
-            while extra in names:
-                extra += "_"
-            names = names + [extra]
-        return names
+    def bind_primal(self, args: tuple) -> tuple:
+        """``args`` (the function's own arguments, without a vector) bound."""
+        return self.fn.bind(args, {}) if isinstance(self.fn, Transform) else self._signature.bind(args, {})
 
     @property
     def fn_name(self) -> str:
@@ -220,13 +137,13 @@ class Transform:
         for a in args:  # fast path: plain arrays and numbers are never traced
             if type(a) not in _PLAIN:
                 if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
-                    return self.symbolic_apply(list(args), top=False)
+                    return self._apply_traced(list(args))
                 break
-        return _dispatch.call(self, args)
+        return dispatch.call(self.request, args)
 
-    def symbolic_apply(self, args: list, top: bool):
-        """Apply the transform to traced arguments (inside a trace)."""
-        return _transforms.APPLY[self.kind](self.fn, args, self.spec, top)
+    def _apply_traced(self, args: list):
+        """Inside another trace: the result as part of the caller's graph."""
+        return products.apply(self.request.products, self.root, args)
 
     def symbolic(self, *args, **kwargs):
         """The result for arguments shaped like ``args``, as SymPy expressions.
@@ -242,9 +159,7 @@ class Transform:
         [w*cos(x_0),          0],
         [         0, w*cos(x_1)]])
         """
-        args = self.bind(args, kwargs)
-        built = _dispatch.build(self, args)
-        return _display.to_sympy(built.result)
+        return display.to_sympy(build.build(self.request, self.bind(args, kwargs)).result)
 
     def sparsity(self, *args, **kwargs):
         """The exact structural nonzero pattern of a Jacobian or Hessian for
@@ -264,14 +179,8 @@ class Transform:
         sparse = self if self.spec.sparse else Transform(
             self.fn, self.kind, self.argnums if self.tuple_argnums else self.argnums[0],
             tuple(self.static_argnums), sparse=True)
-        built = _dispatch.build(sparse, sparse.bind(args, kwargs))
-
-        def pattern(result):
-            if isinstance(result, _transforms.SymSparse):
-                return result.layout().pattern()
-            return tuple(pattern(r) for r in result)
-
-        return pattern(built.result)
+        built = build.build(sparse.request, sparse.bind(args, kwargs))
+        return layout.patterns(layout.template_of(built.result))
 
     def info(self, *args, **kwargs):
         """How calls with arguments shaped like ``args`` are served: a
@@ -282,7 +191,7 @@ class Transform:
         >>> sj.grad(lambda x: np.sum(x ** 2)).info(np.zeros(3)).tier in ("kernel", "tape")
         True
         """
-        return _dispatch.compiled_for(self, self.bind(args, kwargs)).info()
+        return dispatch.compiled_for(self.request, self.bind(args, kwargs)).info()
 
     def compile(self, *args, **kwargs):
         """Compile (or load from disk) the specialised kernel for these shapes
@@ -292,7 +201,7 @@ class Transform:
         >>> sj.grad(lambda x: np.sum(x ** 2)).compile(np.zeros(3)).tier
         'kernel'
         """
-        compiled = _dispatch.compiled_for(self, self.bind(args, kwargs))
+        compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
         compiled.load_kernel()
         return compiled.info()
 
@@ -315,12 +224,11 @@ class Transform:
         >>> "fmul double" in sj.grad(lambda x: np.sum(x ** 2)).source(np.zeros(2), llvm=True)
         True
         """
-        args = self.bind(args, kwargs)
-        compiled = _dispatch.compiled_for(self, args)
+        compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
         text = compiled.llvm_ir() if llvm else compiled.source
-        return _display.Source(f"# {compiled.path}\n{text}")
+        return display.Source(f"# {compiled.path}\n{text}")
 
-    def show(self, *args, limit: int | None = _display.DEFAULT_LIMIT, **kwargs) -> _display.Shown:
+    def show(self, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) -> display.Shown:
         """The result for arguments shaped like ``args`` with shared subexpressions
         named (``τ₁ = …``), readable at any size: ``sj.show(self, *args)``.
 
@@ -331,34 +239,37 @@ class Transform:
           H[0, 0] = 6*x_0
           H[1, 1] = 6*x_1
         """
-        return _display.show(self, *args, limit=limit, **kwargs)
-
-    # ----- naming -------------------------------------------------------------------
-
-    def kernel_name(self, dtype) -> str:
-        chain = "_of_".join(k for k in self.chain[0::4])
-        base = "".join(c if c.isalnum() else "_" for c in self.root_name) or "fn"
-        return f"{chain}_of_{base.strip('_') or 'fn'}_{np.dtype(dtype).kind}{np.dtype(dtype).itemsize * 8}"
-
-    @property
-    def root_name(self) -> str:
-        return getattr(self.root, "__name__", type(self.root).__name__).replace("<lambda>", "lambda")
-
-    def describe(self) -> str:
-        """``"jacobian (argnums=0) of grad of rosen"``."""
-        what = self.kind
-        if self.kind != "jit":
-            what += f" (argnums={self.argnums if self.tuple_argnums else self.argnums[0]})"
-        inner = self.fn.describe() if isinstance(self.fn, Transform) else self.root_name
-        return f"{what} of {inner}"
+        return display.shown(self.request, self.bind(args, kwargs), limit)
 
     def __repr__(self) -> str:
         return f"<symjac {self.kind} of {self.fn_name}>"
 
 
+def _options_checked(factory: Callable) -> Callable:
+    """Refuse keyword options ``factory`` does not take with an ArgumentError
+    that says which transform takes them (``sj.vjp(f, sparse=True)``)."""
+    known = set(inspect.signature(factory).parameters)
+
+    @functools.wraps(factory)
+    def checked(*args, **kwargs):
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            hint = (" sparse=True (and format) apply to sj.jacobian and sj.hessian, whose results are "
+                    "matrices; the vector products already compute only what they return."
+                    if set(unknown) & {"sparse", "format"} else "")
+            raise ArgumentError(
+                f"sj.{factory.__name__} takes no option {unknown[0]!r}; its options are "
+                f"{', '.join(sorted(known - {'fn'}))}.{hint}"
+            )
+        return factory(*args, **kwargs)
+
+    return checked
+
+
 # ----- factories --------------------------------------------------------------------------
 
 
+@_options_checked
 def jit(fn: Callable | None = None, *, static_argnums=()) -> Transform:
     """Compile ``fn`` for fast repeated evaluation (values only, no derivative).
 
@@ -378,6 +289,7 @@ def jit(fn: Callable | None = None, *, static_argnums=()) -> Transform:
     return Transform(fn, "jit", static_argnums=static_argnums)
 
 
+@_options_checked
 def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr") -> Transform:
     """The Jacobian of ``fn`` with respect to argument(s) ``argnums``.
 
@@ -403,6 +315,7 @@ def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False
     return Transform(fn, "jacobian", argnums, static_argnums, sparse, format)
 
 
+@_options_checked
 def jvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     """The Jacobian-vector product ``J · v``: call as ``jvp(f)(*args, v)``.
 
@@ -417,6 +330,7 @@ def jvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     return Transform(fn, "jvp", argnums, static_argnums)
 
 
+@_options_checked
 def vjp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     """The vector-Jacobian product ``uᵀ · J``: call as ``vjp(f)(*args, u)``.
 
@@ -432,6 +346,7 @@ def vjp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     return Transform(fn, "vjp", argnums, static_argnums)
 
 
+@_options_checked
 def grad(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     """The gradient of a scalar-valued ``fn``; the result is shaped like the argument.
 
@@ -442,6 +357,7 @@ def grad(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     return Transform(fn, "grad", argnums, static_argnums)
 
 
+@_options_checked
 def hessian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr") -> Transform:
     """Second derivatives, shape ``out_shape + in_shape + in_shape``.
 
@@ -457,6 +373,7 @@ def hessian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False,
     return Transform(fn, "hessian", argnums, static_argnums, sparse, format)
 
 
+@_options_checked
 def hvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     """The Hessian-vector product ``H · v`` of a scalar ``fn``: call as ``hvp(f)(*args, v)``.
 
@@ -469,6 +386,7 @@ def hvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     return Transform(fn, "hvp", argnums, static_argnums)
 
 
+@_options_checked
 def divergence(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     """``Σ_i ∂f[i]/∂x[i]`` of a field whose output has its input's shape (a scalar).
 
@@ -479,6 +397,7 @@ def divergence(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     return Transform(fn, "divergence", argnums, static_argnums)
 
 
+@_options_checked
 def laplacian(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     """``Σ_i ∂²f/∂x[i]²`` of a scalar ``fn`` (the trace of its Hessian).
 
@@ -487,3 +406,37 @@ def laplacian(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     18.0
     """
     return Transform(fn, "laplacian", argnums, static_argnums)
+
+
+@_options_checked
+def from_sympy(exprs, inputs, params=(), *, name: str | None = None) -> _from_sympy.SympyFunction:
+    """A function ``f(x, *params)`` computing SymPy expressions, for every symjac transform.
+
+    Args:
+        exprs: the outputs: an expression (a 0-d result), a list or nested
+            list, a ``Matrix`` (a column vector ``(n, 1)`` gives shape
+            ``(n,)``) or ``Array``; a *tuple* of those gives several outputs,
+            as a NumPy function returning a tuple does.
+        inputs: the symbols of the first argument ``x``: a symbol (``x`` is a
+            scalar) or a list / Matrix of them (``x`` has that shape).
+            Functions of time (``q(t)``, ``q(t).diff(t)``) count as symbols.
+        params: one entry per further argument, each a symbol (a scalar
+            argument) or a list / Matrix of symbols (an array argument).
+        name: the function's name in kernels and messages.
+
+    Returns:
+        A callable ``f(x, *params)`` returning arrays shaped like ``exprs``:
+        compiled when called with numbers, part of the trace when called
+        inside a traced function, and accepted by ``jacobian``, ``jvp``,
+        ``vjp``, ``hessian``, ``vmap``, ... like any NumPy function.
+
+    >>> import numpy as np, sympy as sp, symjac as sj
+    >>> a, b, k = sp.symbols("a b k")
+    >>> f = sj.from_sympy([k * sp.sin(a) * b, a ** 2], [a, b], params=[k])
+    >>> f(np.array([0.0, 2.0]), 3.0)
+    array([0., 0.])
+    >>> sj.jacobian(f)(np.array([0.0, 2.0]), 3.0)
+    array([[6., 0.],
+           [0., 0.]])
+    """
+    return _from_sympy.SympyFunction(exprs, inputs, params, name, compile=jit)

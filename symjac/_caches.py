@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from .backend import compiler as _compile
-from .runtime import dispatch as _dispatch
-from .runtime.dispatch import CacheInfo
+from .diff import accumulate
+from .runtime import dask, stats, store, warm
+from .runtime.stats import CacheInfo
+from .trace import arrayops
 
 
 def cache_info() -> CacheInfo:
@@ -17,20 +19,32 @@ def cache_info() -> CacheInfo:
     >>> info.hits >= 0 and info.compile_seconds >= 0.0
     True
     """
-    return dataclasses.replace(_dispatch.STATS)
+    return dataclasses.replace(stats.STATS, entries=store.live())
 
 
 def clear_caches() -> None:
-    """Forget every kernel held in memory and reset the counters.
+    """Forget everything symjac keeps in memory, and reset the counters.
 
-    Kernel files on disk stay; the next call reloads them without compiling.
+    That is: every program of every transform (their tapes, and the kernels
+    loaded from their modules), the batch programs of every ``vmap`` (dropped
+    on its next call), the chunk programs of Dask workers in this process,
+    the derivative templates of SymPy functions, the dtype and ufunc tables
+    of the tracer, and the digest of
+    symjac's own source that keys the disk cache.  Files on disk stay: the
+    next call reloads kernels from them without compiling (``symjac cache
+    clear`` empties the disk cache).
 
     >>> import symjac as sj
     >>> sj.clear_caches()
     >>> sj.cache_info().entries
     0
     """
-    _dispatch.clear()
+    store.clear()
+    stats.reset()
+    dask.clear()
+    accumulate.clear_templates()
+    arrayops.clear_caches()
+    warm.fingerprint.cache_clear()
 
 
 def wait_for_kernels() -> None:

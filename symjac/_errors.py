@@ -8,6 +8,8 @@ was seen, and how to fix it.
 
 from __future__ import annotations
 
+import warnings
+
 
 class SymjacError(Exception):
     """Base class of every error raised by symjac."""
@@ -72,3 +74,14 @@ class RandomDrawWarning(SymjacWarning, RuntimeWarning):
     """The traced function drew random numbers while it was traced: the draws
     became constants of the compiled kernel, so every call returns the same
     "random" values (NumPy would draw new ones)."""
+
+
+# ----- warnings ------------------------------------------------------------------------------
+
+
+def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """Warn, attributing the warning to the innermost frame outside symjac
+    (the user's line that led here), not to symjac's own files."""
+    from ._location import user_stacklevel  # (imports NumPy and SymPy: only when warning)
+
+    warnings.warn(message, category, stacklevel=user_stacklevel())

@@ -13,9 +13,12 @@ from collections.abc import Callable
 import numpy as np
 
 from . import _config
+from ._api import Transform
 from ._errors import ArgumentError, ShapeError
-from .runtime import dispatch as _dispatch
+from .runtime import dask as _dask
+from .runtime import dispatch, layout, store
 from .runtime.batch import BatchProgram
+from .runtime.keys import call_key
 from .trace.symarray import SymArray, from_object_array, is_traced
 
 
@@ -64,7 +67,7 @@ def _moved(a, ax):
 
 
 def _batch_size(batch_args: list, axes: list) -> int:
-    for a, ax in zip(batch_args, axes):
+    for a, ax in zip(batch_args, axes, strict=True):
         if ax is not None:
             return np.shape(a[0] if isinstance(a, tuple) else a)[0]
     raise AssertionError("no batched argument")
@@ -78,7 +81,7 @@ def _sample(batch_args: list, axes: list, size: int) -> list:
 
     return [
         (tuple(one(p) for p in a) if isinstance(a, tuple) else one(a)) if ax is not None else a
-        for a, ax in zip(batch_args, axes)
+        for a, ax in zip(batch_args, axes, strict=True)
     ]
 
 
@@ -86,19 +89,26 @@ class Batched:
     """A transform applied sample by sample over a batch (see :func:`vmap`)."""
 
     def __init__(self, fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None):
-        from ._api import Transform
-
         self.inner = fn if isinstance(fn, Transform) else Transform(fn, "jit")
         self.in_axes, self.out_axes, self.chunk_size = in_axes, out_axes, chunk_size
-        if chunk_size is not None and chunk_size < 1:
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                       or chunk_size < 1):
             raise ArgumentError(f"vmap: chunk_size must be a positive int or None; got {chunk_size!r}.")
-        self._programs: dict = {}
+        if isinstance(out_axes, bool) or not isinstance(out_axes, (int, np.integer)):
+            raise ArgumentError(f"vmap: out_axes must be an int; got {out_axes!r}.")
+        self._request = self.inner.request
         self._plans: dict = {}  # (number of args, keyword names) -> batch axis per bound argument
-        self._entries: dict = {}  # (argument shapes and dtypes, axes) -> BatchProgram
-        self._fast: tuple | None = None  # (shape, dtype, program) of the last one-array call
+        self._reset()
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
+
+    def _reset(self) -> None:
+        """Forget the batch programs (the store dropped their per-sample programs)."""
+        self._generation = store.generation
+        self._programs: dict = {}  # (id of the per-sample program, batched flags) -> BatchProgram
+        self._entries: dict = {}  # (argument shapes and dtypes, axes) -> BatchProgram
+        self._fast: tuple | None = None  # (shape, dtype, program) of the last one-array call
 
     def __repr__(self) -> str:
         return f"<symjac vmap of {self.inner!r}>"
@@ -119,7 +129,7 @@ class Batched:
     def _split(self, args: tuple, axes: list):
         """The batch size, after checking the batched arguments agree on it."""
         size = None
-        for i, (a, ax) in enumerate(zip(args, axes)):
+        for i, (a, ax) in enumerate(zip(args, axes, strict=True)):
             if ax is None:
                 continue
             if i in self.inner.static_argnums:
@@ -140,6 +150,8 @@ class Batched:
         return size
 
     def __call__(self, *args, **kwargs):
+        if self._generation != store.generation:
+            self._reset()
         fast = self._fast
         if fast is not None and len(args) == 1 and not kwargs:
             a = args[0]
@@ -156,16 +168,19 @@ class Batched:
             if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
                 return self._symbolic(args, axes, self._split(args, axes))
             if _has_dask_array(args):
-                from .runtime.dask import vmap_dask
-
-                return vmap_dask(self, args, axes)
-        batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes)]
-        key = (_dispatch.call_key(batch_args, self.inner.static_argnums), tuple(axes))
+                self._refuse_sparse()
+                _dask.check_known_shapes(args)
+                self._split(args, axes)
+                return _dask.vmap_dask(self._request, args, axes, self.chunk_size, self.out_axes)
+        key = (call_key(args, self.inner.static_argnums), tuple(axes))
         program = self._entries.get(key)
         if program is None:
-            size = self._split(args, axes)  # checks the batch sizes agree
+            size = self._split(args, axes)  # the axes exist, the batch sizes agree
+            batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes, strict=True)]
             program = self._program(_sample(batch_args, axes, size), axes)
             _bounded_put(self._entries, key, program)
+        else:
+            batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes, strict=True)]
         compiled = program.compiled
         size = _batch_size(batch_args, axes)
         leaves = [batch_args[i] if k is None else batch_args[i][k] for i, k in compiled.leaves]
@@ -173,28 +188,37 @@ class Batched:
         if len(args) == 1 and not kwargs and axes == [0] and program.one_array and not self.out_axes \
                 and self.chunk_size is None and isinstance(args[0], np.ndarray):
             self._fast = (args[0].shape, args[0].dtype, program)
-        results = []
-        for out, shape, odt in zip(outs, compiled.out_shapes, compiled.out_dtypes):
-            out = out.reshape((size,) + shape)
-            if odt != compiled.dtype:
-                out = out.astype(odt)
-            results.append(np.moveaxis(out, 0, self.out_axes) if self.out_axes else out)
-        return _dispatch._fill(compiled.template, iter(results))
+        results = compiled.shaped(outs, (size,))
+        if self.out_axes:
+            results = [np.moveaxis(r, 0, self._out_axis(r.ndim)) for r in results]
+        return layout.fill(compiled.template, iter(results))
 
-    def _program(self, sample: list, axes: list) -> BatchProgram:
+    def _out_axis(self, ndim: int) -> int:
+        """``out_axes`` checked against a result of ``ndim`` axes (the batch axis included)."""
+        if not -ndim <= self.out_axes < ndim:
+            raise ShapeError(
+                f"vmap: out_axes={self.out_axes} is out of range for a result with {ndim} axes (the batch "
+                f"axis and the per-sample shape); use an axis from {-ndim} to {ndim - 1}."
+            )
+        return self.out_axes
+
+    def _refuse_sparse(self) -> None:
         if self.inner.spec.sparse:
             raise ArgumentError(
                 "vmap of a sparse transform: a batch of scipy.sparse matrices is not an array. "
                 "Batch the dense transform (sparse=False), or loop over samples yourself."
             )
-        compiled = _dispatch.compiled_for(self.inner, sample)
+
+    def _program(self, sample: list, axes: list) -> BatchProgram:
+        self._refuse_sparse()
+        compiled = dispatch.compiled_for(self._request, sample)
         batched = [axes[i] is not None for i, _ in compiled.leaves]
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)
         if program is None or program.compiled is not compiled:
             program = BatchProgram(compiled, batched)
             _bounded_put(self._programs, key, program)
-            _dispatch.start_kernel(program)
+            program.start()
         return program
 
     def _symbolic(self, args, axes, size):
@@ -203,14 +227,15 @@ class Batched:
         for b in range(size):
             sample = [
                 (from_object_array(a)[(slice(None),) * ax + (b,)] if ax is not None else a)
-                for a, ax in zip(args, axes)
+                for a, ax in zip(args, axes, strict=True)
             ]
             per_sample.append(self.inner(*sample))
         if isinstance(per_sample[0], SymArray):
-            stacked = np.stack([r.elems for r in per_sample], axis=self.out_axes)
+            stacked = np.stack([r.elems for r in per_sample], axis=self._out_axis(per_sample[0].ndim + 1))
             return SymArray(stacked, per_sample[0].dtype)
         return tuple(
-            SymArray(np.stack([r[j].elems for r in per_sample], axis=self.out_axes), per_sample[0][j].dtype)
+            SymArray(np.stack([r[j].elems for r in per_sample], axis=self._out_axis(per_sample[0][j].ndim + 1)),
+                     per_sample[0][j].dtype)
             for j in range(len(per_sample[0]))
         )
 
@@ -221,7 +246,7 @@ class Batched:
         self._split(args, axes)
         sample = [
             (tuple(np.take(p, 0, ax) for p in a) if isinstance(a, tuple) else np.take(a, 0, ax)) if ax is not None else a
-            for a, ax in zip(args, axes)
+            for a, ax in zip(args, axes, strict=True)
         ]
         return self._program(sample, axes)
 
@@ -247,7 +272,7 @@ class Batched:
         """The per-sample result, symbolically (the same for every sample)."""
         args, axes = self._bind(args, {})
         self._split(args, axes)
-        sample = [np.take(a, 0, ax) if ax is not None else a for a, ax in zip(args, axes)]
+        sample = [np.take(a, 0, ax) if ax is not None else a for a, ax in zip(args, axes, strict=True)]
         return self.inner.symbolic(*sample)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import symjac as sj
 from symjac.backend import compiler as _compile
+from symjac.runtime import warm as _warm
 
 X = np.linspace(0.1, 1.0, 5)
 
@@ -31,7 +32,7 @@ WANT = sj.jacobian(make_f())(X)
 def cache(tmp_path, monkeypatch):
     """A private, empty cache directory; kernels compiled synchronously."""
     monkeypatch.setenv("SYMJAC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_compile, "_fallback_dir", None)
+    monkeypatch.setattr(_compile, "_fallback_root", None)
     monkeypatch.setattr(_compile, "_warned", set())
     sj.clear_caches()
     with sj.compiling("sync"):
@@ -54,8 +55,12 @@ def test_a_tampered_kernel_file_is_refused_and_regenerated(cache):
     first, _ = fresh_call()
     (path,) = kernel_files(cache)
     good = path.read_text()
-    path.write_text(good.replace("np.sin", "np.cos"))  # same name, other content
-    again, info = fresh_call()
+    bad = good.replace("sin", "cos")  # same name, other content: the program computes cos
+    assert bad != good
+    path.write_text(bad)
+    with pytest.warns(RuntimeWarning, match="was changed, or is not private to you") as warned:
+        again, info = fresh_call()
+    assert warned[0].filename == __file__, "the warning points at the caller's line, not at symjac"
     np.testing.assert_array_equal(again, first)
     assert info.tier == "kernel" and path.read_text() == good
 
@@ -65,7 +70,8 @@ def test_a_truncated_kernel_file_is_regenerated(cache):
     (path,) = kernel_files(cache)
     good = path.read_text()
     path.write_text(good[: len(good) // 2])
-    again, info = fresh_call()
+    with pytest.warns(RuntimeWarning, match="was changed"):
+        again, info = fresh_call()
     np.testing.assert_array_equal(again, WANT)
     assert info.tier == "kernel" and path.read_text() == good
 
@@ -76,7 +82,8 @@ def test_a_kernel_file_owned_by_someone_else_is_not_executed(cache):
     (path,) = kernel_files(cache)
     path.write_text(path.read_text() + "\nraise SystemExit('foreign code ran')\n")
     os.chown(path, 12345, 12345)
-    again, info = fresh_call()
+    with pytest.warns(RuntimeWarning, match="not private to you"):
+        again, info = fresh_call()
     np.testing.assert_array_equal(again, WANT)
     assert path.stat().st_uid == os.getuid() and "foreign" not in path.read_text()
 
@@ -139,7 +146,9 @@ def test_entries_from_another_version_are_ignored(cache):
     fresh_call()
     programs = cache / "programs"
     for meta in programs.glob("*.json"):
-        meta.write_text(meta.read_text().replace('"format": 1', '"format": 999'))
+        text = meta.read_text()
+        assert f'"format": {_warm.FORMAT}' in text
+        meta.write_text(text.replace(f'"format": {_warm.FORMAT}', '"format": 999'))
     for marker in (cache / "kernels").glob("*.ok"):
         marker.write_text("0.0.0 1.0\n")  # compiled by another Numba
     before = sj.cache_info().warm_starts

@@ -90,7 +90,7 @@ def test_parse_shape():
 
 def test_cache_info(capsys):
     code, out, _ = run(capsys, "cache", "info")
-    assert code == 0 and out.startswith("kernel cache: ") and "kernel files" in out
+    assert code == 0 and out.startswith("symjac cache: ") and "kernel files" in out and "programs" in out
 
 
 def help_text(capsys, *argv) -> str:

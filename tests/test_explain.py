@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.show.explain import explanation
+from symjac._inspect import explanation
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -44,7 +44,7 @@ EDGE = [
     ("gradient-mixed", lambda a: np.gradient(a, [0, 1, 3], 2.0, edge_order=2)[0], [np.arange(12.0).reshape(3, 4) ** 2]),
     ("gradient-uniform-coordinates", lambda a: np.gradient(a, np.array([0, 1, 2, 3])), [np.array([1.0, 4.0, 9.0, 16.0])]),
     ("polyval-empty", lambda a: np.polyval(np.array([]), a) + 1.0, [np.array([1.0, 2.0])]),
-    ("polyval-2d", lambda a: np.polyval(np.array([[1.0, 2.0], [3.0, 4.0]]), a), [np.array([0.5, 2.0])]),
+    ("polyval-2d", lambda a: np.polyval(np.array([[1.0, 2.0], [3.0, 4.0]]), a), [np.array([0.5, inf])]),
     ("interp-x", lambda x: np.interp(x, [0.0, 1.0, 2.0], [1.0, 3.0, 2.0]),
      [np.array([nan, -inf, inf, 1.0, 2.0, 0.0, 0.5, 1.75]), np.zeros(0)]),
     ("interp-one-point", lambda x: np.interp(x, [1.0], [3.0], left=-1.0), [np.array([nan, 0.0, 1.0, 2.0])]),
@@ -52,9 +52,12 @@ EDGE = [
     # NumPy tries the other end of the interval when the first gives NaN (infinite values)
     ("interp-infinite-values", lambda f: np.interp([0.0, 0.5, 1.0, 1.5, 2.0], [0.0, 1.0, 2.0], f),
      [np.array([1.0, inf, 3.0]), np.array([-0.0, inf, inf]), np.array([inf, -inf, nan])]),
+    ("interp-infinite-table", lambda x: np.interp(x, [0.0, 1.0, 2.0], [1.0, inf, inf]),
+     [np.array([0.0, 0.5, 1.0, 1.5, 2.0, nan])]),
     ("interp-left-right", lambda f: np.interp([-1.0, 0.5, 3.0], [0.0, 1.0], f[:2], left=f[2], right=-0.5),
      [np.array([1.0, 2.0, 7.0])]),
-    ("linspace", lambda a: np.linspace(a[0], a[1], 7), [np.array([0.1, 0.7])]),
+    ("linspace", lambda a: np.linspace(a[0], a[1], 7),
+     [np.array([0.1, 0.7]), np.array([inf, 1.0]), np.array([1e-310, 2e-310]), np.array([-0.0, 0.0])]),
     ("linspace-short", lambda a: np.concatenate([np.linspace(a[0], a[1], 1), np.linspace(a[0], a[1], 0)]),
      [np.array([0.1, 7.7])]),
     ("linspace-step", lambda a: np.linspace(a[0], a[1], 1, retstep=True)[1] + np.linspace(a[0], a[1], 3, retstep=True)[1],
@@ -151,3 +154,12 @@ def test_derivatives_of_coordinate_spacings_interp_branches_and_linspace():
     check_grads(lambda f: np.interp(q, [0.0, 1.0, 2.0, 4.0], f[:4], left=f[4] ** 2), [x], order=2)
     check_grads(lambda a: np.linspace(a[0], a[1] ** 2, 5) * a[2], [x], order=2)
     check_grads(lambda a: np.nanmax(np.where(a > 5, np.nan, a * a)) + np.nanmin(a), [x], order=2)
+
+
+def test_products_and_sums_with_nan_and_infinite_constants_lower():
+    # (the lowering once compared a NaN coefficient with 0: "Invalid NaN comparison")
+    fns = [lambda x: np.nan * x, lambda x: np.nan * x + x, lambda x: x - np.nan, lambda x: x - np.inf * x]
+    x = np.array([1.0, -2.0])
+    with sj.compiling("never"):
+        for f in fns:
+            _identical(sj.jit(f)(x), f(x))

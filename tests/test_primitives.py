@@ -126,7 +126,7 @@ def test_every_record_is_exercised_by_a_case():
             args = _args(case, case.shapes[-1])
             for transform in (sj.jit(case.fn), sj.hessian(case.fn) if case.hessian else sj.grad(
                     lambda *a, f=case.fn: np.sum(f(*a)))):
-                compiled = compiled_for(transform, args)
+                compiled = compiled_for(transform.request, args)
                 seen.update(op for op, _, _ in compiled.program.ops)
                 batched = [True] + [False] * (len(compiled.in_shapes) - 1)
                 sizes = [int(np.prod(s)) for s in compiled.in_shapes]

@@ -9,12 +9,12 @@ This module goes once the runtime imports those directly.
 
 from __future__ import annotations
 
-import hashlib
 import keyword
 import re
 from collections.abc import Sequence
 
 from ..ir import ops as _ops
+from .compiler import source_digest
 from .kernels import kernel_name, module_source
 from .printer import render
 from .program import KernelSpec, Program, lower
@@ -52,6 +52,3 @@ def safe_names(names: Sequence[str]) -> list[str]:
         out.append(name)
     return out
 
-
-def source_digest(source: str) -> str:
-    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()

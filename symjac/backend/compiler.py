@@ -10,44 +10,52 @@ file is never rewritten (Numba keys its index on the file's timestamp).
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
-import pickle
 import queue
+import shutil
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import types
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from .._errors import CompileError
-from .codegen import source_digest
+from .._errors import CompileError, warn
+
+
+def source_digest(source: str) -> str:
+    """The digest a kernel module's file name carries (``<name>_<digest>.py``)."""
+    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+
 
 _lock = threading.Lock()
-_fallback_dir: Path | None = None
+_fallback_root: Path | None = None
 _warned: set = set()
 
 
 def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(message, RuntimeWarning, stacklevel=4)
+        warn(message, RuntimeWarning)
+
+
+def _trusted_stat(st: os.stat_result, directory: bool) -> bool:
+    kind_ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
+    return kind_ok and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _trusted(path: Path, directory: bool) -> bool:
     """The cache only uses files and directories the user owns and nobody
-    else can write: kernel files are executed."""
+    else can write (and never a symbolic link): kernel files are executed,
+    program entries decide what runs."""
     try:
-        st = path.lstat()
+        return _trusted_stat(path.lstat(), directory)
     except OSError:
         return False
-    kind_ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
-    return kind_ok and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def _private_dir(path: Path) -> bool:
@@ -59,34 +67,98 @@ def _private_dir(path: Path) -> bool:
     return _trusted(path, directory=True) and os.access(path, os.W_OK | os.X_OK)
 
 
-def cache_dir() -> Path:
-    """Where kernel files live: ``$SYMJAC_CACHE_DIR/kernels`` or the user cache directory.
+def read_private(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (not a link) that the
+    user owns and nobody else can write, checked on the open file itself (so
+    it cannot be swapped in between); None if it is missing or untrusted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not _trusted_stat(os.fstat(fd), directory=False):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
-    The directory is created private to the user (mode 700).  If it cannot be
-    created or written, or is not owned by the user, or others can write to
-    it, symjac warns and uses a fresh private temporary directory instead.
-    """
-    global _fallback_dir
+
+def write_private(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` to ``directory/name`` atomically (a private temporary
+    file renamed into place).  A failed write (a full disk) leaves nothing
+    behind, not even the temporary file; the OSError propagates."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, directory / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return directory / name
+
+
+def _configured_root() -> Path:
     env = os.environ.get("SYMJAC_CACHE_DIR")
     if env:
-        base = Path(env)
-    else:
-        import platformdirs
+        return Path(env)
+    import platformdirs
 
-        base = Path(platformdirs.user_cache_dir("symjac"))
-    path = base / "kernels"
-    if _private_dir(base) and _private_dir(path):
-        return path
-    if _fallback_dir is None or not _private_dir(_fallback_dir):
-        _fallback_dir = Path(tempfile.mkdtemp(prefix="symjac-kernels-"))
+    return Path(platformdirs.user_cache_dir("symjac"))
+
+
+def _fallback() -> Path:
+    """This process's private temporary cache root (removed when it exits)."""
+    global _fallback_root
+    if _fallback_root is None or not _private_dir(_fallback_root):
+        _fallback_root = Path(tempfile.mkdtemp(prefix="symjac-cache-"))
+        atexit.register(shutil.rmtree, _fallback_root, ignore_errors=True)
+    return _fallback_root
+
+
+def cache_root() -> Path:
+    """The cache directory: ``$SYMJAC_CACHE_DIR`` or the user cache
+    directory, holding ``kernels/`` (kernel modules and Numba's machine code)
+    and ``programs/`` (the warm-start entries).
+
+    Everything is created private to the user (mode 700).  If the directory
+    cannot be created or written, or is not owned by the user, or others can
+    write to it, symjac warns and uses a private temporary directory for this
+    process instead (removed when the process exits).
+    """
+    base = _configured_root()
+    if _private_dir(base) and _private_dir(base / "kernels") and _private_dir(base / "programs"):
+        return base
+    fallback = _fallback()
     _warn_once(
-        f"dir:{path}",
-        f"symjac: the kernel cache {path} is not usable (it cannot be written, or it is not "
-        "private to you: the cache holds code that symjac executes); using "
-        f"{_fallback_dir} for this process, so kernels will be compiled again next time. "
-        "Point SYMJAC_CACHE_DIR at a directory only you can write.",
+        f"dir:{base}",
+        f"symjac: the cache {base} is not usable (it cannot be written, or it is not private "
+        f"to you: the cache holds code that symjac executes); using {fallback} for this process, "
+        "so kernels will be compiled again next time. Point SYMJAC_CACHE_DIR at a directory "
+        "only you can write.",
     )
-    return _fallback_dir
+    return fallback
+
+
+def cache_dir() -> Path:
+    """Where kernel files live: ``cache_root() / "kernels"``."""
+    path = cache_root() / "kernels"
+    if not _private_dir(path):  # the fallback root, its subdirectory not made yet or removed
+        path = _fallback() / "kernels"
+        _private_dir(path)
+    return path
+
+
+def programs_dir() -> Path:
+    """Where warm-start program entries live: ``cache_root() / "programs"``."""
+    path = cache_root() / "programs"
+    if not _private_dir(path):
+        path = _fallback() / "programs"
+        _private_dir(path)
+    return path
 
 
 class CacheWriteError(OSError):
@@ -96,30 +168,23 @@ class CacheWriteError(OSError):
 def write_module(source: str, stem: str) -> Path:
     """Write ``source`` to ``<cache>/<stem>.py`` atomically, unless it is there already.
 
-    Falls back to a private temporary directory if the cache cannot be
-    written (read-only, full); raises CacheWriteError if that fails too.
+    Falls back to the process's private temporary directory if the cache
+    cannot be written (read-only, full); raises CacheWriteError if that fails too.
     """
-    global _fallback_dir
+    global _fallback_root
     last: OSError | None = None
     for attempt in range(2):
         try:
-            directory = cache_dir() if attempt == 0 else Path(tempfile.mkdtemp(prefix="symjac-kernels-"))
+            directory = cache_dir() if attempt == 0 else _fallback() / "kernels"
+            if attempt:
+                _private_dir(directory)
             path = directory / f"{stem}.py"
             if _read_verified(path) == source:
                 return path
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(source)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            return path
+            return write_private(directory, f"{stem}.py", source.encode())
         except OSError as exc:
             last = exc
             if attempt == 0:
-                _fallback_dir = None
                 _warn_once("write", f"symjac: cannot write kernel files to the cache "
                            f"({exc.strerror or exc}); trying a temporary directory.")
     raise CacheWriteError(f"cannot write the kernel file {stem}.py anywhere: {last}")
@@ -128,11 +193,12 @@ def write_module(source: str, stem: str) -> Path:
 def _read_verified(path: Path) -> str | None:
     """The file's text if it is trustworthy and its content matches the
     digest in its name (``<name>_<digest>.py``); otherwise None."""
-    if not _trusted(path, directory=False):
+    data = read_private(path)
+    if data is None:
         return None
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError):
+        text = data.decode()
+    except UnicodeDecodeError:
         return None
     digest = path.stem.rsplit("_", 1)[-1]
     return text if source_digest(text) == digest else None
@@ -143,9 +209,9 @@ def load_function(path: Path, name: str, regenerate):
 
     Only content that is the user's own and matches the digest in the file's
     name is executed -- and it is executed from the bytes that were checked,
-    so the file cannot be swapped in between.  A missing, altered or
-    untrusted file is regenerated with ``regenerate()`` (which returns the
-    source) and written again.
+    so the file cannot be swapped in between.  A missing file is regenerated
+    with ``regenerate()`` (which returns the source) and written again; an
+    altered or untrusted one too, with a warning.
     """
     module_name = f"symjac_kernels.{path.stem}"
     with _lock:
@@ -153,10 +219,13 @@ def load_function(path: Path, name: str, regenerate):
         if module is None:
             text = _read_verified(path)
             if text is None:
+                if os.path.lexists(path):
+                    warn(f"symjac: the kernel file {path} was changed, or is not private to you; "
+                         "symjac does not run it and writes it again from the program.", RuntimeWarning)
                 text = regenerate()
                 if source_digest(text) != path.stem.rsplit("_", 1)[-1]:
                     raise CompileError(f"regenerated source for {path.name} does not match its digest")
-                path = write_module(text, path.stem)
+                path = write_module(text, path.stem)  # replaces a link or foreign file, never writes through it
             module = types.ModuleType(module_name)
             module.__file__ = str(path)
             code = compile(text, str(path), "exec")
@@ -179,37 +248,6 @@ def signature(n_inputs_ndims: list[int], n_outputs_ndims: list[int], dtype: np.d
     inputs = [types.Array(scalar, nd, "C") if nd else scalar for nd in n_inputs_ndims]
     outputs = [types.Array(scalar, nd, "C") for nd in n_outputs_ndims]
     return types.none(*inputs, *outputs)
-
-
-def compile_kernel(dispatcher, sig) -> tuple[float, bool | None]:
-    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk),
-    or (0.0, None) if this process already has it (another program with the
-    same kernel loaded it).
-
-    Numba raises on a corrupted cache entry instead of recompiling; symjac
-    then empties that function's Numba cache and compiles again.
-    """
-    if tuple(sig.args) in dispatcher.overloads:
-        return 0.0, None
-    start = time.perf_counter()
-    try:
-        from .native import prepare
-
-        prepare(dispatcher)  # the kernel body's machine code, before Numba links the wrapper to it
-        try:
-            dispatcher.compile(sig.args)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
-            recover(dispatcher)
-            dispatcher.compile(sig.args)
-    except Exception as exc:
-        raise CompileError(
-            f"Numba could not compile the generated kernel {dispatcher.__name__} "
-            f"({type(exc).__name__}: {exc}). This is a symjac bug; please report it "
-            "with the source from .source()."
-        ) from exc
-    seconds = time.perf_counter() - start
-    hits = sum(dispatcher.stats.cache_hits.values())
-    return seconds, hits > 0
 
 
 def recover(dispatcher) -> None:
@@ -248,10 +286,11 @@ def on_disk(path: Path | None) -> bool:
 
 
 def mark_compiled(path: Path, seconds: float) -> None:
+    marker = marker_path(path)
     try:
-        marker_path(path).write_text(f"{_numba_version()} {seconds:.3f}\n")
+        write_private(marker.parent, marker.name, f"{_numba_version()} {seconds:.3f}\n".encode())
     except OSError:
-        pass
+        pass  # the marker only saves a later process a background compile
 
 
 # ----- background compilation ---------------------------------------------------------------
@@ -265,6 +304,8 @@ SYNC_OPS = 500
 #: compiles leave the caller's calls (tape) within ~1.3x of their own speed,
 #: and a child process would cost a second of start-up.
 SUBPROCESS_OPS = 100_000
+#: seconds a compile child may take before it is killed
+CHILD_TIMEOUT = 3600
 
 _jobs: queue.Queue = queue.Queue()
 _worker: threading.Thread | None = None
@@ -303,6 +344,9 @@ def wait_all() -> None:
 _children: set = set()
 
 
+_PR_SET_PDEATHSIG = 1  # prctl option: the signal a child receives when its parent dies
+
+
 def _die_with_parent() -> None:
     """In the child (Linux): receive SIGTERM when the parent process dies, so a
     compile never outlives the program that asked for it."""
@@ -310,7 +354,7 @@ def _die_with_parent() -> None:
         import ctypes
         import signal
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         pass
 
@@ -337,10 +381,10 @@ def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> 
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     _children.add(child)
     try:
-        _, stderr = child.communicate(timeout=3600)
+        _, stderr = child.communicate(timeout=CHILD_TIMEOUT)
     except subprocess.TimeoutExpired:
         child.kill()
-        raise CompileError(f"background compile of {path.name} took over an hour") from None
+        raise CompileError(f"background compile of {path.name} took over {CHILD_TIMEOUT} s") from None
     finally:
         _children.discard(child)
     if child.returncode != 0:

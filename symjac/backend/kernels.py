@@ -9,7 +9,7 @@ generates (checked against a strict pattern here, where it is written) and
 numbers: never a user's string.
 
 Numba keys its disk cache on the source file, not on the intrinsics the file
-calls, so every module carries :func:`fingerprint`: a digest of the records,
+calls, so every module carries ``native.fingerprint()``: a digest of the records,
 the emitter and the versions involved.  A change to any of them gives new
 module text, hence new file names and fresh compiles instead of stale
 machine code.  The tape interpreter's module (:func:`vm_source`) is generated
@@ -18,34 +18,16 @@ the same way, into the kernel cache directory.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import keyword
-import platform
 import re
-from importlib import metadata
-from pathlib import Path
 
+from . import native
 from .program import KernelSpec, Program, to_text
 
 #: a parallel batch is cut into at most this many ranges of samples (one body call each)
 BATCH_PARTS = 256
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,150}")
 _LITERAL = re.compile(r"[A-Za-z0-9_ .,;|+\-]*")  # opcode names, numbers, separators
-
-
-@functools.cache
-def fingerprint() -> str:
-    """A digest of everything that decides the machine code of a module with
-    a given text: the records, the emitter, the module formats, the versions."""
-    here = Path(__file__).parent
-    h = hashlib.blake2b(digest_size=8)
-    versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
-    h.update(f"{versions} {platform.machine()}".encode())
-    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "native.py", here / "kernels.py",
-                 here / "program.py", here / "reroll.py"):
-        h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 def identifier(name: str) -> str:
@@ -74,7 +56,7 @@ def _header() -> list[str]:
         "# symjac kernel module (generated; do not edit). SYMJAC_NATIVE names the kernel body's symbol and",
         "# holds its program (opcode names and numbers), which symjac compiles to machine code through",
         "# LLVM IR (symjac.backend.native) before Numba compiles or loads the wrappers that call it.",
-        f"# symjac-ir {fingerprint()}",
+        f"# symjac-ir {native.fingerprint()}",
     ]
 
 
@@ -82,8 +64,6 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     """The module for ``program``: ``<name>(inputs..., outputs...)``, or with
     ``batched`` (a flag per input) ``<name>_batch`` (samples in parallel) and
     ``<name>_batch_serial``."""
-    from .native import symbol_for
-
     name = identifier(spec.name)
     ins = [f"a{i}" for i in range(len(spec.inputs))]
     outs = [f"out{k}" for k in range(len(spec.outputs))]
@@ -91,7 +71,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     packed = f"({''.join(n + ', ' for n in ins)}), ({''.join(n + ', ' for n in outs)})"
     text = _program_literal(program, spec, batched)
     kind = "kernel" if batched is None else "batch"
-    symbol = identifier(symbol_for(text, kind))
+    symbol = identifier(native.symbol_for(text, kind))
     lines = [*_header()]
     if batched is None:
         lines += [
@@ -131,7 +111,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
 def vm_source() -> str:
     """The tape interpreter's module (see ``tape.py``).  One dispatcher per
     entry point and nothing shared between them, so a damaged Numba cache is
-    emptied and rebuilt function by function."""
+    emptied and rebuilt function by function.  Not ``nogil``: see ``tape.py``."""
     store = [
         "for s in range(store_idx.shape[0]):",
         "    {out}store_idx[s]] = work[store_val[s]]",
@@ -139,13 +119,11 @@ def vm_source() -> str:
         "    {out}const_idx[s]] = const_val[s]",
     ]
     params = "code, consts, {inputs}, store_idx, store_val, const_idx, const_val, {rest}"
-    from .native import vm_symbol
-
-    bodies = ", ".join(f'("{identifier(vm_symbol(d))}", "vm", "{d}")' for d in ("float64", "float32"))
+    bodies = ", ".join(f'("{identifier(native.vm_symbol(d))}", "vm", "{d}")' for d in ("float64", "float32"))
     return "\n".join([
         "# symjac tape interpreter (generated; do not edit): the dispatch loop is emitted from the",
         "# operation records (symjac.backend.emit.vm_ir) and compiled by symjac.backend.native.",
-        f"# symjac-ir {fingerprint()}",
+        f"# symjac-ir {native.fingerprint()}",
         "import numpy as np",
         "from numba import njit, prange",
         "from symjac.backend.native import vm_step",
@@ -153,13 +131,13 @@ def vm_source() -> str:
         f"SYMJAC_NATIVE = [{bodies}]",
         "",
         "",
-        "@njit(cache=True, nogil=True)",
+        "@njit(cache=True)",
         f"def run({params.format(inputs='inputs', rest='work, out')}):",
         "    vm_step(code, consts, inputs, inputs, work)",
         *("    " + line.format(out="out[") for line in store),
         "",
         "",
-        "@njit(cache=True, nogil=True, parallel=True)",
+        "@njit(cache=True, parallel=True)",
         f"def run_batch({params.format(inputs='batched, shared', rest='out')}):",
         "    n = max(code.shape[0], 1)",
         "    for i in prange(batched.shape[0]):",
@@ -168,7 +146,7 @@ def vm_source() -> str:
         *("        " + line.format(out="out[i, ") for line in store),
         "",
         "",
-        "@njit(cache=True, nogil=True)",
+        "@njit(cache=True)",
         f"def run_batch_serial({params.format(inputs='batched, shared', rest='out')}):",
         "    work = np.empty(max(code.shape[0], 1), dtype=consts.dtype)",
         "    for i in range(batched.shape[0]):",

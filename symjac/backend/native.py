@@ -22,10 +22,15 @@ the file (a damaged or foreign file is compiled again, never loaded).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import pickle
+import platform
 import tempfile
 import threading
+import time
+from importlib import metadata
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -34,6 +39,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import compiler as _compile
 from .emit import body_ir, vm_ir
 from .program import from_text
 
@@ -43,6 +49,20 @@ _engines: dict[str, object] = {}  # symbol -> its execution engine (kept alive: 
 _addresses: dict[str, int] = {}  # extra entry points of loaded bodies (the tape's .run/.rows), by name
 _DIGEST = 16
 _initialized = False
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A digest of everything that decides the machine code of a module with
+    a given text: the records, the emitter, the module formats, the versions."""
+    here = Path(__file__).parent
+    h = hashlib.blake2b(digest_size=8)
+    versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
+    h.update(f"{versions} {platform.machine()}".encode())
+    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "native.py", here / "kernels.py",
+                 here / "program.py", here / "reroll.py"):
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 def _target_machine():
@@ -60,8 +80,6 @@ def _target_machine():
 
 def symbol_for(text: str, kind: str) -> str:
     """The body's symbol: a digest of the program text, its kind and the backend's fingerprint."""
-    from .kernels import fingerprint
-
     return f"symjac_{kind}_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
 
 
@@ -102,9 +120,8 @@ def _host() -> str:
 
 
 def _object_path(symbol: str) -> Path:
-    from .compiler import cache_dir
 
-    return cache_dir() / f"{symbol}.{_host()}.o"
+    return _compile.cache_dir() / f"{symbol}.{_host()}.o"
 
 
 def _seal(symbol: str, code: bytes) -> bytes:
@@ -112,9 +129,8 @@ def _seal(symbol: str, code: bytes) -> bytes:
 
 
 def _read_object(path: Path, symbol: str) -> bytes | None:
-    from .compiler import _trusted
 
-    if not _trusted(path, directory=False):
+    if not _compile._trusted(path, directory=False):
         return None
     try:
         data = path.read_bytes()
@@ -262,3 +278,50 @@ def vm_step(typingctx, code, consts, inputs, shared, work):
         return context.get_dummy_value()
 
     return types.void(code, consts, inputs, shared, work), codegen
+
+
+def warm_up() -> None:
+    """Compile (not cache) a wrapper like a kernel module's: Numba's first
+    compile in a process costs ~0.3 s more than later ones, which the preload
+    thread pays instead of the first kernel."""
+    import numpy as np
+    from numba import njit
+
+    symbol = vm_symbol(np.float64)
+    ensure(symbol, "vm", "float64")
+    llvm.add_symbol("symjac_warm_up", address(f"{symbol}.run"))  # linked, never called
+
+    def wrapper(a, out):
+        native_call((a,), (out,), "symjac_warm_up")
+
+    array = types.Array(types.float64, 1, "C")
+    njit(nogil=True)(wrapper).compile((array, array))
+
+
+def compile_kernel(dispatcher, sig) -> tuple[float, bool | None]:
+    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk),
+    or (0.0, None) if this process already has it (another program with the
+    same kernel loaded it).
+
+    Numba raises on a corrupted cache entry instead of recompiling; symjac
+    then empties that function's Numba cache and compiles again.
+    """
+    if tuple(sig.args) in dispatcher.overloads:
+        return 0.0, None
+    start = time.perf_counter()
+    try:
+        prepare(dispatcher)  # the kernel body's machine code, before Numba links the wrapper to it
+        try:
+            dispatcher.compile(sig.args)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
+            _compile.recover(dispatcher)
+            dispatcher.compile(sig.args)
+    except Exception as exc:
+        raise _compile.CompileError(
+            f"Numba could not compile the generated kernel {dispatcher.__name__} "
+            f"({type(exc).__name__}: {exc}). This is a symjac bug; please report it "
+            "with the source from .source()."
+        ) from exc
+    seconds = time.perf_counter() - start
+    hits = sum(dispatcher.stats.cache_hits.values())
+    return seconds, hits > 0

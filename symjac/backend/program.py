@@ -120,10 +120,10 @@ class _Lowering:
     def _sum(self, terms) -> int:
         acc = None
         for term in terms:
-            negative = term.func is g.Mul and term.args[0].is_Number and term.args[0] < 0
+            negative = term.func is g.Mul and term.args[0].is_Number and term.args[0].is_extended_negative is True
             if negative:
-                value = self.value(g.mul(-term.args[0], *term.args[1:]))
-            elif term.is_Number and term < 0 and acc is not None:
+                value = self.value(g.neg(term))  # exact: a zero product stays a product
+            elif term.is_Number and term.is_extended_negative is True and acc is not None:  # (NaN is neither sign)
                 negative, value = True, self.const(-_number(term))
             else:
                 value = self.value(term)
@@ -142,7 +142,7 @@ class _Lowering:
                 denom.append(g.pow_(f.args[0], -f.args[1]))
             else:
                 numer.append(f)
-        negate = coeff < 0
+        negate = coeff.is_extended_negative is True  # (a NaN coefficient is neither sign)
         coeff = abs(coeff)
         if coeff.is_Rational and coeff.q != 1:
             denom.insert(0, sp.Integer(coeff.q))
@@ -181,7 +181,13 @@ def _number(node) -> float:
         return float("-inf")
     if node is sp.nan:
         return float("nan")
-    return float(node.evalf(17)) if not node.is_Number else float(node)
+    if node.is_Number:
+        return float(node)
+    if node.func is g.Pow:  # a kept division by a constant (1 / 0.0 = inf): IEEE, as the kernel would
+        with np.errstate(all="ignore"):
+            return float(np.power(_number(node.args[0]), _number(node.args[1])))
+    value = complex(node.evalf(17))
+    return value.real if value.imag == 0 else float("nan")
 
 
 def lower(symbols: dict, outputs: Sequence[np.ndarray]) -> Program:

@@ -13,7 +13,9 @@ a module generated into the kernel cache directory under a name carrying the
 records' fingerprint, trust-checked like kernel files), which cost ~0.5 µs a
 call and run batches on all cores; they load in the background and take over
 when ready.  A damaged Numba cache of them is rebuilt (with a warning) in
-every compile mode.
+every compile mode.  Both keep the GIL while they run: the tape serves calls
+while kernels compile, and a call that released it would wait for a compile's
+Python work to give it back (up to a 5 ms switch interval every call).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class Tape:
         consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist())]
         return Program(ops, stores, consts)
 
-    def for_batch(self, in_sizes: list[int], batched: list[bool]) -> "Tape":
+    def for_batch(self, in_sizes: list[int], batched: list[bool]) -> Tape:
         """This tape with loads re-pointed for a batch: batched inputs are read
         from the row (in order), the others from the shared buffer."""
         offsets = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
@@ -140,9 +142,12 @@ def _checked(a: np.ndarray, dtype) -> np.ndarray:
     return a
 
 
+# PYFUNCTYPE: these calls keep the GIL.  The tape serves calls while a kernel compiles
+# in another thread; a call that let go of the GIL for its few microseconds would
+# wait up to a switch interval (5 ms) to get it back from the compile's Python work.
 _P, _I = ctypes.c_void_p, ctypes.c_int64
-_RUN = ctypes.CFUNCTYPE(None, _P, _I, _P, _P, _P, _P, _P, _P, _I, _P, _P, _I, _P)
-_ROWS = ctypes.CFUNCTYPE(None, _P, _I, _P, _P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I)
+_RUN = ctypes.PYFUNCTYPE(None, _P, _I, _P, _P, _P, _P, _P, _P, _I, _P, _P, _I, _P)
+_ROWS = ctypes.PYFUNCTYPE(None, _P, _I, _P, _P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I)
 _entries: dict = {}
 
 
@@ -196,7 +201,7 @@ def _function(name: str, dtype):
         if fn is None:
             fn = _load(name)
             # a damaged Numba cache of the interpreter is emptied and compiled again (with a warning)
-            _compile.compile_kernel(fn, _signature(name, dtype))
+            _native.compile_kernel(fn, _signature(name, dtype))
             _ready[key] = fn
     return fn
 
@@ -262,6 +267,7 @@ def start_preload() -> None:
         try:
             ensure_ready(np.float64)
             _function("run", np.float64)  # Numba's one-off start-up, off the caller's path
+            _native.warm_up()  # and its compiler's: the first kernel compiles sooner
         except Exception:  # the first real call will report any problem
             pass
 

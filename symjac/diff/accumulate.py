@@ -39,7 +39,12 @@ from ..ir import ops as _ops
 #: finite-difference checker catches it.
 PARTIAL_OVERRIDES: dict = {}
 
-_TEMPLATES: dict = {}
+_TEMPLATES: dict = {}  # (SymPy head, number of arguments) -> its generic partial derivatives
+
+
+def clear_templates() -> None:
+    """Forget the derivative templates (``sj.clear_caches``)."""
+    _TEMPLATES.clear()
 
 
 # ----- local rules -------------------------------------------------------------------

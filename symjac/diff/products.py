@@ -23,22 +23,29 @@ compiles the result) and a transform nested inside another trace.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import ArgumentError, NonScalarOutputError, ShapeError
+from .._config import LIMITS
+from .._errors import ArgumentError, NonScalarOutputError, ResourceLimitError, ShapeError
 from ..ir import graph as g
 from ..trace.symarray import SymArray, from_object_array
 from ..trace.tracer import Traced, call_traced, fresh_variables
 from . import accumulate as _diff
+from .blocks import Offsets
+
+#: the trailing vector argument of each vector product: a tangent v shaped
+#: like the input (jvp, hvp) or a cotangent u shaped like the output (vjp)
+VECTOR = {"jvp": "v", "vjp": "u", "hvp": "v"}
+#: how many trailing vector arguments each product takes
+EXTRA = {kind: 1 for kind in VECTOR}
 
 
 @dataclass(frozen=True)
 class Spec:
-    """A transform's static description (part of every cache key)."""
+    """One product's static description (part of every cache key)."""
 
     kind: str
     argnums: tuple[int, ...]
@@ -51,7 +58,8 @@ class SymSparse:
     """A sparse derivative block: the nonzero entries of a Jacobian (or
     Hessian) flattened to 2-d, ``(prod(out_shape), prod(in_shape))``, in the
     storage order of ``format``.  Its ``elems`` (the nonzeros) are what a
-    kernel computes; the pattern is fixed per input shapes."""
+    kernel computes; ``rows`` and ``cols`` are their positions, fixed per
+    input shapes (the runtime turns them into a ``scipy.sparse`` layout)."""
 
     def __init__(self, shape2d, entries: dict, dtype, format: str, mirror: bool = False):
         self.shape2d = tuple(int(n) for n in shape2d)
@@ -72,36 +80,6 @@ class SymSparse:
     @property
     def size(self) -> int:
         return self.elems.size
-
-    def layout(self) -> "SparseLayout":
-        major, minor = (self.rows, self.cols) if self.format == "csr" else (self.cols, self.rows)
-        n_major = self.shape2d[0] if self.format == "csr" else self.shape2d[1]
-        indptr = np.zeros(n_major + 1, dtype=np.int32 if self.size < 2**31 else np.int64)
-        np.add.at(indptr, major + 1, 1)
-        return SparseLayout(self.format, self.shape2d, minor.astype(indptr.dtype), np.cumsum(indptr).astype(indptr.dtype))
-
-
-@dataclass(frozen=True, eq=False)
-class SparseLayout:
-    """Turns a kernel's vector of nonzeros into a ``scipy.sparse`` matrix."""
-
-    format: str
-    shape: tuple[int, int]
-    indices: np.ndarray
-    indptr: np.ndarray
-
-    def wrap(self, data: np.ndarray):
-        import scipy.sparse as sps
-
-        cls = sps.csr_matrix if self.format == "csr" else sps.csc_matrix
-        return cls((data, self.indices.copy(), self.indptr.copy()), shape=self.shape, copy=False)
-
-    def pattern(self):
-        return self.wrap(np.ones(self.indices.shape[0], dtype=bool))
-
-
-KINDS = ("jit", "jacobian", "jvp", "vjp", "grad", "hessian", "hvp", "divergence", "laplacian")
-EXTRA = {"jvp": 1, "vjp": 1, "hvp": 1}
 
 
 def _float(dtype) -> np.dtype:
@@ -129,7 +107,7 @@ class _Variables:
             arr = from_object_array(args[a])
             if not top:
                 fresh = fresh_variables(arr)
-                self.back.update(zip(fresh.elems.reshape(-1), arr.elems.reshape(-1)))
+                self.back.update(zip(fresh.elems.reshape(-1), arr.elems.reshape(-1), strict=True))
                 arr = fresh
             if arr.dtype.kind != "f":
                 arr = SymArray(arr.elems, np.float64)
@@ -145,24 +123,7 @@ class _Variables:
         return _unflatten(new, arrays, lambda a: a.dtype)
 
 
-#: Called with the top-level trace before differentiating; the dispatcher's
-#: warm-start cache uses it to skip differentiation and code generation when
-#: an earlier process already did them for the same traced graph.
-CHECKPOINT: contextvars.ContextVar = contextvars.ContextVar("symjac_checkpoint", default=None)
-
-
-def _trace(fn: Callable, args: list, top: bool) -> Traced:
-    traced = call_traced(fn, args)
-    hook = CHECKPOINT.get() if top else None
-    if hook is not None:
-        hook(traced)
-    return traced
-
-
 def _check_dense(kind: str, shape: tuple) -> None:
-    from .._config import LIMITS
-    from .._errors import ResourceLimitError
-
     n = int(np.prod(shape))
     if n > LIMITS.max_dense_entries:
         raise ResourceLimitError(
@@ -170,37 +131,6 @@ def _check_dense(kind: str, shape: tuple) -> None:
             f"{LIMITS.max_dense_entries:,} (sj.set_limits(max_dense_entries=...)). Use sparse=True "
             "(only the nonzeros are built), or sj.jvp / sj.vjp for products with vectors."
         )
-
-
-def _blocks(entries: dict, out_arrays, in_arrays, dtype_of) -> list[list[SymArray]]:
-    """Split flat ``{(i, j): node}`` into blocks[out][in] of shape out + in."""
-    out_off = np.cumsum([0] + [a.size for a in out_arrays])
-    in_off = np.cumsum([0] + [a.size for a in in_arrays])
-    blocks = []
-    for k, oa in enumerate(out_arrays):
-        row = []
-        for m, ia in enumerate(in_arrays):
-            _check_dense("Jacobian", oa.shape + ia.shape)
-            elems = np.full((oa.size, ia.size), g.ZERO, dtype=object)
-            row.append(elems)
-        blocks.append(row)
-    for (i, j), node in entries.items():
-        k = int(np.searchsorted(out_off, i, side="right") - 1)
-        m = int(np.searchsorted(in_off, j, side="right") - 1)
-        blocks[k][m][i - out_off[k], j - in_off[m]] = node
-    return [
-        [
-            SymArray(blocks[k][m].reshape(oa.shape + ia.shape), dtype_of(oa, ia))
-            for m, ia in enumerate(in_arrays)
-        ]
-        for k, oa in enumerate(out_arrays)
-    ]
-
-
-def _structure(traced: Traced, spec: Spec, blocks: list[list]):
-    """Results nested as JAX does: [output][argnum], collapsing single levels."""
-    per_out = [b if spec.tuple_argnums else b[0] for b in blocks]
-    return per_out[0] if traced.single else tuple(per_out)
 
 
 def _scalar_output(traced: Traced, kind: str) -> SymArray:
@@ -235,51 +165,6 @@ def _check_vector(kind: str, given, expected: tuple, other: tuple, name: str, wh
     )
 
 
-# ----- the transforms -------------------------------------------------------------------
-
-
-def jit(fn: Callable, args: list, spec: Spec, top: bool):
-    traced = _trace(fn, args, top)
-    return traced.pack(traced.arrays)
-
-
-def _sparse_blocks(entries: dict, outs, ins, dtype_of, format: str):
-    """Like _blocks, as SymSparse blocks (never a dense array of zeros)."""
-    out_off = np.cumsum([0] + [o.size for o in outs])
-    in_off = np.cumsum([0] + [a.size for a in ins])
-    split: dict = {}
-    for (i, j), node in entries.items():
-        k = int(np.searchsorted(out_off, i, side="right") - 1)
-        m = int(np.searchsorted(in_off, j, side="right") - 1)
-        split.setdefault((k, m), {})[i - out_off[k], j - in_off[m]] = node
-    return [
-        [
-            SymSparse((o.size, a.size), split.get((k, m), {}), dtype_of(o, a), format)
-            for m, a in enumerate(ins)
-        ]
-        for k, o in enumerate(outs)
-    ]
-
-
-def jacobian(fn: Callable, args: list, spec: Spec, top: bool):
-    var = _Variables(args, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
-    outs = list(traced.arrays)
-    entries = _diff.jacobian(_flat(outs), var.wrt)
-    if spec.sparse and top:
-        blocks = _sparse_blocks(entries, outs, var.arrays, lambda o, i: _derivative_dtype(o.dtype, i.dtype), spec.sparse)
-        return _structure(traced, spec, blocks)
-    blocks = _blocks(entries, outs, var.arrays, lambda o, i: _derivative_dtype(o.dtype, i.dtype))
-    flat_blocks = var.restore([b for row in blocks for b in row])
-    n_in = len(var.arrays)
-    blocks = [flat_blocks[k * n_in : (k + 1) * n_in] for k in range(len(outs))]
-    return _structure(traced, spec, blocks)
-
-
-def _split_extra(args: list, spec: Spec) -> tuple[list, object]:
-    return list(args[: len(args) - spec.n_extra]), args[-1]
-
-
 def _per_argnum(spec: Spec, vectors, label: str) -> list:
     if spec.tuple_argnums:
         if not isinstance(vectors, (tuple, list)) or len(vectors) != len(spec.argnums):
@@ -291,28 +176,146 @@ def _per_argnum(spec: Spec, vectors, label: str) -> list:
     return [vectors]
 
 
-def jvp(fn: Callable, args: list, spec: Spec, top: bool):
-    primal, v = _split_extra(args, spec)
-    vs = _per_argnum(spec, v, "tangent v")
+# ----- tracing: the first half of every product ---------------------------------------------
+
+
+@dataclass
+class Partial:
+    """A product traced but not yet differentiated: what :func:`finish` completes.
+
+    Between the two halves the runtime looks the traced graph up in its
+    disk cache, and skips :func:`finish` when an earlier process already
+    differentiated the same graph.
+    """
+
+    spec: Spec
+    top: bool  # the outermost product of a top-level call (not inside another trace)
+    traced: Traced  # the function's outputs
+    var: _Variables | None  # the differentiated arguments (None for jit)
+    vectors: list | None  # the trailing v or u (per argnum for jvp/hvp), or None
+
+
+def _inner(chain: Sequence[Spec], root: Callable) -> Callable:
+    """The function the first product of ``chain`` traces: ``root`` itself, or
+    ``root`` under the remaining products, applied inside the trace."""
+    if len(chain) == 1:
+        return root
+    rest = tuple(chain[1:])
+
+    def inner(*args):
+        return apply(rest, root, list(args))
+
+    return inner
+
+
+def trace(chain: Sequence[Spec], root: Callable, args: list, top: bool = True) -> Partial:
+    """Trace ``root`` under the products ``chain`` (outermost first) on the
+    traced ``args``: the first half of :func:`apply`."""
+    spec = chain[0]
+    if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
+        raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
+    primal = list(args[: len(args) - spec.n_extra])
+    vectors = None
+    if spec.n_extra:
+        vectors = args[-1]
+        if spec.kind in ("jvp", "hvp"):
+            vectors = _per_argnum(spec, vectors, "tangent v")
+    fn = _inner(chain, root)
+    if spec.kind == "jit":
+        return Partial(spec, top, call_traced(fn, primal), None, vectors)
     var = _Variables(primal, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
-    outs = list(traced.arrays)
-    out_shape = outs[0].shape if traced.single else None
+    return Partial(spec, top, call_traced(fn, var.call_args), var, vectors)
+
+
+def finish(p: Partial):
+    """Differentiate a traced product: the second half of :func:`apply`.
+    Returns SymArrays (SymSparse blocks for a sparse top-level product),
+    nested in tuples as the transform returns them."""
+    return _FINISH[p.spec.kind](p)
+
+
+def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False):
+    """``root`` under the products ``chain`` (outermost first), applied to
+    traced ``args``; ``top`` for the outermost call of a build."""
+    return finish(trace(chain, root, args, top))
+
+
+# ----- the products ------------------------------------------------------------------------
+
+
+def _jit(p: Partial):
+    return p.traced.pack(p.traced.arrays)
+
+
+def _dense_blocks(entries: dict, outs, ins, dtype_of) -> list[list[SymArray]]:
+    """Split flat ``{(i, j): node}`` into blocks[out][in] of shape out + in."""
+    out_off, in_off = Offsets([o.size for o in outs]), Offsets([a.size for a in ins])
+    for o in outs:
+        for a in ins:
+            _check_dense("Jacobian", o.shape + a.shape)
+    blocks = [[np.full((o.size, a.size), g.ZERO, dtype=object) for a in ins] for o in outs]
+    for (i, j), node in entries.items():
+        (k, r), (m, c) = out_off.locate(i), in_off.locate(j)
+        blocks[k][m][r, c] = node
+    return [
+        [SymArray(blocks[k][m].reshape(o.shape + a.shape), dtype_of(o, a)) for m, a in enumerate(ins)]
+        for k, o in enumerate(outs)
+    ]
+
+
+def _sparse_blocks(entries: dict, outs, ins, dtype_of, format: str) -> list[list[SymSparse]]:
+    """Like _dense_blocks, as SymSparse blocks (never a dense array of zeros)."""
+    out_off, in_off = Offsets([o.size for o in outs]), Offsets([a.size for a in ins])
+    split: dict = {}
+    for (i, j), node in entries.items():
+        (k, r), (m, c) = out_off.locate(i), in_off.locate(j)
+        split.setdefault((k, m), {})[r, c] = node
+    return [
+        [SymSparse((o.size, a.size), split.get((k, m), {}), dtype_of(o, a), format) for m, a in enumerate(ins)]
+        for k, o in enumerate(outs)
+    ]
+
+
+def _structure(traced: Traced, spec: Spec, blocks: list[list]):
+    """Results nested as JAX does: [output][argnum], collapsing single levels."""
+    per_out = [b if spec.tuple_argnums else b[0] for b in blocks]
+    return per_out[0] if traced.single else tuple(per_out)
+
+
+def _per_input(spec: Spec, arrays: list):
+    return tuple(arrays) if spec.tuple_argnums else arrays[0]
+
+
+def _jacobian(p: Partial):
+    var, outs = p.var, list(p.traced.arrays)
+    entries = _diff.jacobian(_flat(outs), var.wrt)
+
+    def dtype_of(o, a):
+        return _derivative_dtype(o.dtype, a.dtype)
+
+    if p.spec.sparse and p.top:
+        return _structure(p.traced, p.spec, _sparse_blocks(entries, outs, var.arrays, dtype_of, p.spec.sparse))
+    blocks = _dense_blocks(entries, outs, var.arrays, dtype_of)
+    flat_blocks = var.restore([b for row in blocks for b in row])
+    n_in = len(var.arrays)
+    return _structure(p.traced, p.spec, [flat_blocks[k * n_in : (k + 1) * n_in] for k in range(len(outs))])
+
+
+def _jvp(p: Partial):
+    var, outs = p.var, list(p.traced.arrays)
+    out_shape = outs[0].shape if p.traced.single else None
     tangent = []
-    for arr, vec in zip(var.arrays, vs):
+    for arr, vec in zip(var.arrays, p.vectors, strict=True):
         _check_vector("jvp", vec, arr.shape, out_shape, "v", "the input's")
         tangent.extend(from_object_array(vec).elems.reshape(-1))
     result = _diff.jvp(_flat(outs), var.wrt, tangent)
     arrays = _unflatten(result, outs, lambda o: _derivative_dtype(o.dtype, *(a.dtype for a in var.arrays)))
-    return traced.pack(var.restore(arrays))
+    return p.traced.pack(var.restore(arrays))
 
 
-def vjp(fn: Callable, args: list, spec: Spec, top: bool):
-    primal, u = _split_extra(args, spec)
-    var = _Variables(primal, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
-    outs = list(traced.arrays)
-    us = [u] if traced.single else list(u) if isinstance(u, (tuple, list)) else None
+def _vjp(p: Partial):
+    var, outs, u = p.var, list(p.traced.arrays), p.vectors
+    us = [u] if p.traced.single else list(u) if isinstance(u, (tuple, list)) else None
     if us is None or len(us) != len(outs):
         raise ArgumentError(
             f"vjp: the function returns {len(outs)} outputs, so u must be a tuple of "
@@ -320,113 +323,82 @@ def vjp(fn: Callable, args: list, spec: Spec, top: bool):
         )
     in_shape = var.arrays[0].shape if len(var.arrays) == 1 else None
     cotangent = []
-    for out, vec in zip(outs, us):
+    for out, vec in zip(outs, us, strict=True):
         _check_vector("vjp", vec, out.shape, in_shape, "u", "the output's")
         cotangent.extend(from_object_array(vec).elems.reshape(-1))
     result = _diff.vjp(_flat(outs), var.wrt, cotangent)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
-    arrays = var.restore(_unflatten(result, var.arrays, lambda a: dtype))
-    return tuple(arrays) if spec.tuple_argnums else arrays[0]
+    return _per_input(p.spec, var.restore(_unflatten(result, var.arrays, lambda a: dtype)))
 
 
-def grad(fn: Callable, args: list, spec: Spec, top: bool):
-    var = _Variables(args, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
-    out = _scalar_output(traced, "grad")
+def _grad(p: Partial):
+    var = p.var
+    out = _scalar_output(p.traced, "grad")
     result = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
-    return tuple(arrays) if spec.tuple_argnums else arrays[0]
+    return _per_input(p.spec, arrays)
 
 
-def hessian(fn: Callable, args: list, spec: Spec, top: bool):
-    var = _Variables(args, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
-    outs = list(traced.arrays)
+def _hessian(p: Partial):
+    var, spec, outs = p.var, p.spec, list(p.traced.arrays)
     first = _diff.jacobian(_flat(outs), var.wrt)
     keys = list(first)  # (output element i, first input jj)
     second = _diff.jacobian([first[k] for k in keys], var.wrt)
-    if spec.sparse and top:
-        return _sparse_hessian(traced, spec, var, outs, keys, second)
-    out_off = np.cumsum([0] + [o.size for o in outs])
-    in_off = np.cumsum([0] + [a.size for a in var.arrays])
-
-    def block_of(offsets, index):
-        return int(np.searchsorted(offsets, index, side="right") - 1)
-
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
+    out_off, in_off = Offsets([o.size for o in outs]), Offsets([a.size for a in var.arrays])
+    ins = var.arrays
+    if spec.sparse and p.top:
+        # blocks flattened to (prod(out) * prod(in_a), prod(in_b)); the diagonal
+        # blocks of a scalar function are symmetric: the upper triangle is mirrored
+        split: dict = {}
+        for (r, j), node in second.items():
+            i, jj = keys[r]
+            (k, io), (m, a), (q, b) = out_off.locate(i), in_off.locate(jj), in_off.locate(j)
+            split.setdefault((k, m, q), {})[io * ins[m].size + a, b] = node
+        per_out = []
+        for k, o in enumerate(outs):
+            nested = [
+                tuple(SymSparse((o.size * a.size, b.size), split.get((k, m, q), {}), dtype, spec.sparse,
+                                mirror=o.size == 1 and m == q) for q, b in enumerate(ins))
+                for m, a in enumerate(ins)
+            ]
+            per_out.append(tuple(nested) if spec.tuple_argnums else nested[0][0])
+        return per_out[0] if p.traced.single else tuple(per_out)
     for o in outs:
-        for a in var.arrays:
-            for b in var.arrays:
+        for a in ins:
+            for b in ins:
                 _check_dense("Hessian", o.shape + a.shape + b.shape)
-    blocks = [
-        [[np.full((o.size, a.size, b.size), g.ZERO, dtype=object) for b in var.arrays] for a in var.arrays]
-        for o in outs
-    ]
+    blocks = [[[np.full((o.size, a.size, b.size), g.ZERO, dtype=object) for b in ins] for a in ins] for o in outs]
     for (r, j), node in second.items():
         i, jj = keys[r]
-        k, m, p = block_of(out_off, i), block_of(in_off, jj), block_of(in_off, j)
-        blocks[k][m][p][i - out_off[k], jj - in_off[m], j - in_off[p]] = node
-    flat = []
-    for k, o in enumerate(outs):
-        for m, a in enumerate(var.arrays):
-            for p, b in enumerate(var.arrays):
-                flat.append(SymArray(blocks[k][m][p].reshape(o.shape + a.shape + b.shape), dtype))
-    flat = var.restore(flat)
-    n = len(var.arrays)
+        (k, io), (m, a), (q, b) = out_off.locate(i), in_off.locate(jj), in_off.locate(j)
+        blocks[k][m][q][io, a, b] = node
+    flat = var.restore([
+        SymArray(blocks[k][m][q].reshape(o.shape + a.shape + b.shape), dtype)
+        for k, o in enumerate(outs) for m, a in enumerate(ins) for q, b in enumerate(ins)
+    ])
+    n = len(ins)
     it = iter(flat)
     nested = [[[next(it) for _ in range(n)] for _ in range(n)] for _ in outs]
-    per_out = [
-        tuple(tuple(row) for row in h) if spec.tuple_argnums else h[0][0] for h in nested
-    ]
-    return per_out[0] if traced.single else tuple(per_out)
+    per_out = [tuple(tuple(row) for row in h) if spec.tuple_argnums else h[0][0] for h in nested]
+    return per_out[0] if p.traced.single else tuple(per_out)
 
 
-def _sparse_hessian(traced, spec, var, outs, keys, second):
-    """Hessian blocks flattened to (prod(out) * prod(in_a), prod(in_b)), sparse;
-    the diagonal blocks of a scalar function are symmetric, so only their upper
-    triangle is computed and mirrored."""
-    in_off = np.cumsum([0] + [a.size for a in var.arrays])
-    dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
-    per_out = []
-    for k, o in enumerate(outs):
-        out_start = sum(x.size for x in outs[:k])
-        nested = []
-        for m, a in enumerate(var.arrays):
-            row = []
-            for p, b in enumerate(var.arrays):
-                block = {}
-                for (r, j), node in second.items():
-                    i, jj = keys[r]
-                    if out_start <= i < out_start + o.size and in_off[m] <= jj < in_off[m + 1] and in_off[p] <= j < in_off[p + 1]:
-                        block[(i - out_start) * a.size + jj - in_off[m], j - in_off[p]] = node
-                mirror = o.size == 1 and m == p
-                row.append(SymSparse((o.size * a.size, b.size), block, dtype, spec.sparse, mirror))
-            nested.append(row)
-        per_out.append(tuple(tuple(r) for r in nested) if spec.tuple_argnums else nested[0][0])
-    return per_out[0] if traced.single else tuple(per_out)
-
-
-def hvp(fn: Callable, args: list, spec: Spec, top: bool):
-    primal, v = _split_extra(args, spec)
-    vs = _per_argnum(spec, v, "tangent v")
-    var = _Variables(primal, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
-    out = _scalar_output(traced, "hvp")
+def _hvp(p: Partial):
+    var = p.var
+    out = _scalar_output(p.traced, "hvp")
     tangent = []
-    for arr, vec in zip(var.arrays, vs):
+    for arr, vec in zip(var.arrays, p.vectors, strict=True):
         _check_vector("hvp", vec, arr.shape, None, "v", "the input's")
         tangent.extend(from_object_array(vec).elems.reshape(-1))
     gradient = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     result = _diff.jvp(gradient, var.wrt, tangent)
     arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
-    return tuple(arrays) if spec.tuple_argnums else arrays[0]
+    return _per_input(p.spec, arrays)
 
 
-def divergence(fn: Callable, args: list, spec: Spec, top: bool):
-    if spec.tuple_argnums:
-        raise ArgumentError("divergence takes a single argnum (the field's input).")
-    var = _Variables(args, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
+def _divergence(p: Partial):
+    var, traced = p.var, p.traced
     (x,) = var.arrays
     if not traced.single or traced.arrays[0].shape != x.shape:
         shapes = ", ".join(str(a.shape) for a in traced.arrays)
@@ -442,12 +414,9 @@ def divergence(fn: Callable, args: list, spec: Spec, top: bool):
     return result
 
 
-def laplacian(fn: Callable, args: list, spec: Spec, top: bool):
-    if spec.tuple_argnums:
-        raise ArgumentError("laplacian takes a single argnum.")
-    var = _Variables(args, spec.argnums, top)
-    traced = _trace(fn, var.call_args, top)
-    out = _scalar_output(traced, "laplacian")
+def _laplacian(p: Partial):
+    var = p.var
+    out = _scalar_output(p.traced, "laplacian")
     gradient = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     entries = _diff.jacobian(gradient, var.wrt)
     total = g.add(*(entries[i, i] for i in range(len(gradient)) if (i, i) in entries))
@@ -465,16 +434,16 @@ def _unflatten(flat: list, like: Sequence[SymArray], dtype_of) -> list[SymArray]
     return out
 
 
-APPLY: dict[str, Callable] = {
-    "jit": jit,
-    "jacobian": jacobian,
-    "jvp": jvp,
-    "vjp": vjp,
-    "grad": grad,
-    "hessian": hessian,
-    "hvp": hvp,
-    "divergence": divergence,
-    "laplacian": laplacian,
+_FINISH: dict[str, Callable[[Partial], object]] = {
+    "jit": _jit,
+    "jacobian": _jacobian,
+    "jvp": _jvp,
+    "vjp": _vjp,
+    "grad": _grad,
+    "hessian": _hessian,
+    "hvp": _hvp,
+    "divergence": _divergence,
+    "laplacian": _laplacian,
 }
 
 

@@ -27,7 +27,7 @@ from sympy.codegen.cfunctions import log1p
 
 from .._errors import UnsupportedOperationError
 from . import graph as g
-from .ops import ZERO, Call, Helper, NumpyFunction, Op, Partials
+from .record import ZERO, Call, Helper, NumpyFunction, Op, Partials
 
 # ----- heads ---------------------------------------------------------------------------------------
 

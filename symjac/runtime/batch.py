@@ -9,20 +9,26 @@ the batched function would be.  The loop runs inside the kernel (both cores,
 from __future__ import annotations
 
 import os
-import threading
 
 import numba
 import numpy as np
 
+from .._errors import ResourceLimitError
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
-from . import dispatch as _dispatch
+from ..backend import native
+from . import stats
+from .kernel import Kernel
+from .program import Compiled, check_integers
 
 #: batch size x program operations above which the batch loop runs on all threads
 PARALLEL_WORK = 200_000
+#: below PARALLEL_WORK / SERIAL_FRACTION the loop runs serially, without Numba's threads
+SERIAL_FRACTION = 10
 #: rows per tape-interpreter chunk (bounds the gathered-input workspace)
 TAPE_CHUNK = 8192
 #: batch outputs smaller than this are not checked against available memory
+#: (reading /proc/meminfo costs ~50 µs: only for big requests)
 CHECKED_BYTES = 256 * 2**20
 
 
@@ -45,12 +51,10 @@ def _check_memory(size: int, per_sample: int) -> None:
     """Refuse, before allocating, a batch whose outputs (``per_sample`` bytes a
     sample) cannot fit in memory."""
     need = size * per_sample
-    if need < CHECKED_BYTES:  # reading /proc/meminfo costs ~50 µs: only for big requests
+    if need < CHECKED_BYTES:
         return
     available = _available_memory()
     if available is not None and need > available:
-        from .._errors import ResourceLimitError
-
         raise ResourceLimitError(
             f"vmap over {size:,} samples needs {need / 1e9:.1f} GB for its outputs "
             f"({per_sample:,} bytes a sample) but only {available / 1e9:.1f} GB of memory are "
@@ -59,14 +63,15 @@ def _check_memory(size: int, per_sample: int) -> None:
         )
 
 
-class BatchProgram:
+class BatchProgram(Kernel):
     """A compiled program's batch runners for one pattern of batched inputs."""
 
-    def __init__(self, compiled: _dispatch.Compiled, batched: list[bool]):
+    def __init__(self, compiled: Compiled, batched: list[bool]):
         self.compiled = compiled
         self.batched = batched
         sizes = [int(np.prod(s)) for s in compiled.in_shapes]
         self.tape = compiled.tape.for_batch(sizes, batched)
+        self.n_ops = self.tape.n_ops
         self.out_shapes = [(s or (1,)) for s in compiled.out_shapes]
         self.bytes_per_sample = sum(int(np.prod(s)) for s in self.out_shapes) * compiled.dtype.itemsize
         # one batched array in, one array out, nothing to convert: run_one's case
@@ -74,61 +79,23 @@ class BatchProgram:
             batched == [True] and compiled.leaves == [(0, None)] and len(compiled.out_shapes) == 1
             and compiled.template is None and compiled.out_dtypes[0] == compiled.dtype
         )
-        self.kernel = self.serial = None
-        self._threaded = None  # the parallel sample loop: None (not loaded), False (failed) or the dispatcher
-        self._wants_threads = False
-        self.state = "tape-only"
-        self.error: str | None = None
-        self._lock = threading.Lock()
         spec = compiled.spec
         self.module = _codegen.kernel_source(compiled.program, spec, batched=batched)
         self._source: str | None = None
         stem = f"{spec.name}_batch_{_codegen.source_digest(self.module)}"
+        error = None
         try:
-            self.path = _compile.write_module(self.module, stem)
+            path = _compile.write_module(self.module, stem)
         except _compile.CacheWriteError as exc:
-            self.path, self.error = None, str(exc)
-
-    def load_kernel(self) -> None:
-        with self._lock:
-            if self.kernel is not None or self.path is None:
-                return
-            spec = self.compiled.spec
-            in_nd = [len(s) + b for (_, s), b in zip(spec.inputs, self.batched)]
-            out_nd = [len(s) + 1 for s in spec.outputs]
-            try:
-                sig = _compile.signature(in_nd, out_nd, spec.dtype)
-                serial = _compile.load_function(self.path, f"{spec.name}_batch_serial", lambda: self.module)
-                seconds, from_disk = _compile.compile_kernel(serial, sig)
-            except Exception as exc:
-                self.state = "failed"
-                self.error = f"{type(exc).__name__}: {exc}"
-                return
-            serial.disable_compile()
-            _dispatch.record_compile(self.path, seconds, from_disk)
-            self.serial = self.kernel = serial
-            self.state = "ready"
-            self._signature = sig
-        # Numba's parallel loop costs ~0.7 s to compile: load it in the background, first
-        # for a batch big enough to need it (or now, if an earlier process compiled it)
-        if from_disk and not self._wants_threads:
-            self._wants_threads = True
-            _compile.submit(self._load_parallel)
-
-    def _load_parallel(self) -> None:
-        """The threaded sample loop (``<name>_batch``), used for big batches once
-        loaded; until then, and if it fails, the serial loop serves them."""
-        with self._lock:
-            if self._threaded is not None or self.kernel is None:
-                return
-            try:
-                dispatcher = _compile.load_function(self.path, f"{self.compiled.spec.name}_batch", lambda: self.module)
-                _compile.compile_kernel(dispatcher, self._signature)
-            except Exception:  # the serial loop keeps serving
-                self._threaded = False
-                return
-            dispatcher.disable_compile()
-            self._threaded = dispatcher
+            path, error = None, str(exc)
+        # the serial sample loop is the kernel; Numba's parallel loop costs ~0.7 s more to
+        # compile, so it is loaded in the background (see _threads) and serves big batches
+        # once it is there
+        super().__init__(path, (f"{spec.name}_batch_serial",),
+                         [len(s) + b for (_, s), b in zip(spec.inputs, batched, strict=True)],
+                         [len(s) + 1 for s in spec.outputs], error=error)
+        self._threaded = None  # the parallel loop: None (not loaded), False (failed) or its dispatcher
+        self._threads_asked = False
 
     @property
     def source(self) -> str:
@@ -141,18 +108,39 @@ class BatchProgram:
         """The LLVM IR of one sample's body (before optimisation)."""
         return _codegen.ir_text(self.compiled.program, self.compiled.spec, batched=self.batched)
 
+    def load_kernel(self) -> None:
+        super().load_kernel()
+        if self.kernel is not None and _compile.on_disk(self.path):
+            self._want_threads()  # an earlier process compiled the parallel loop too: load it now
+
+    def _want_threads(self) -> None:
+        if not self._threads_asked:
+            self._threads_asked = True
+            _compile.submit(self._load_threads)
+
+    def _load_threads(self) -> None:
+        """The threaded sample loop (``<name>_batch``); until it is loaded, and if
+        it fails, the serial loop serves every batch."""
+        in_nd, out_nd = self._ndims
+        try:
+            dispatcher = _compile.load_function(self.path, f"{self.compiled.spec.name}_batch", lambda: self.module)
+            native.compile_kernel(dispatcher, _compile.signature(in_nd, out_nd, self.dtype))
+        except Exception:  # noqa: BLE001 -- the serial loop keeps serving
+            self._threaded = False
+            return
+        dispatcher.disable_compile()
+        self._threaded = dispatcher
+
     @property
     def dtype(self) -> np.dtype:
         return self.compiled.dtype
-
-    def start_background(self) -> None:
-        self.state = "compiling"
-        _compile.submit(self.load_kernel)
 
     def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
         c = self.compiled
         dtype = c.dtype
         _check_memory(size, self.bytes_per_sample)
+        if c._int_args:
+            check_integers(c, leaves)
         # the batch kernel writes every entry (zeros included); the tape only the nonzeros
         alloc = np.empty if self.kernel is not None else np.zeros
         outs = [alloc((size, *s), dtype=dtype) for s in self.out_shapes]
@@ -163,7 +151,7 @@ class BatchProgram:
             part = [
                 np.ascontiguousarray(a[start:stop], dtype=dtype) if is_b
                 else (dtype.type(a) if np.ndim(a) == 0 else np.ascontiguousarray(a, dtype=dtype))
-                for a, is_b in zip(leaves, self.batched)
+                for a, is_b in zip(leaves, self.batched, strict=True)
             ]
             self._run_chunk(part, [o[start:stop] for o in outs])
         return outs
@@ -185,39 +173,33 @@ class BatchProgram:
         ~30 µs.  On one thread the parallel loop costs ~2 µs more per call, but
         Numba's parallel lowering runs large batches ~6% faster."""
         work = size * max(self.tape.n_ops, 1)
-        if work < PARALLEL_WORK // 10:
+        if work < PARALLEL_WORK // SERIAL_FRACTION:
             return False
         return work >= PARALLEL_WORK or numba.get_num_threads() == 1
 
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
         if kernel is not None:
-            _dispatch.STATS.kernel_calls += 1
+            stats.STATS.kernel_calls += 1
             if self._parallel(outs[0].shape[0]):
                 if self._threaded:
                     kernel = self._threaded
-                elif self._threaded is None and not self._wants_threads:
-                    self._wants_threads = True
-                    _compile.submit(self._load_parallel)
+                elif self._threaded is None:
+                    self._want_threads()
             kernel(*part, *outs)
             return
-        _dispatch.STATS.tape_calls += 1
+        stats.STATS.tape_calls += 1
         n = outs[0].shape[0]
-        rows = [p.reshape(n, -1) for p, b in zip(part, self.batched) if b]
+        rows = [p.reshape(n, -1) for p, b in zip(part, self.batched, strict=True) if b]
         batched = np.concatenate(rows, axis=1) if len(rows) > 1 else rows[0] if rows else np.zeros((n, 0), self.compiled.dtype)
-        shared_parts = [np.reshape(p, -1) for p, b in zip(part, self.batched) if not b]
+        shared_parts = [np.reshape(p, -1) for p, b in zip(part, self.batched, strict=True) if not b]
         shared = np.concatenate(shared_parts) if shared_parts else np.zeros(1, self.compiled.dtype)
-        buf = np.zeros((n, self.compiled.out_bounds[-1]), dtype=self.compiled.dtype)
+        buf = np.zeros((n, self.compiled.out_offsets.total), dtype=self.compiled.dtype)
         self.tape.run_batch(np.ascontiguousarray(batched), shared, buf, self._parallel(n))
-        b = self.compiled.out_bounds
-        for j, o in enumerate(outs):
-            o[...] = buf[:, b[j] : b[j + 1]].reshape(o.shape)
+        for o, part_of_buf in zip(outs, self.compiled.out_offsets.split(buf), strict=True):
+            o[...] = part_of_buf.reshape(o.shape)
 
-    def info(self) -> _dispatch.KernelInfo:
-        base = self.compiled.info()
-        base.tier = "kernel" if self.kernel is not None else "tape"
-        base.state = self.state
-        base.path = str(self.path) if self.path is not None else ""
-        base.error = self.error
-        base.n_lines = self.source.count("\n")
-        return base
+    def info(self):
+        info = super().info()
+        info.n_ops = self.compiled.n_ops
+        return info

@@ -20,13 +20,20 @@ import threading
 
 import numpy as np
 
-from .._errors import ArgumentError, ArityError, ShapeError
-from . import dispatch as _dispatch
-from . import warm as _warm
+from .._errors import ArityError, ShapeError
+from . import dispatch, layout, warm
 from .batch import BatchProgram
+from .program import Compiled
+from .request import Request
 
 _PROGRAMS: dict = {}  # ChunkProgram.key -> BatchProgram, per worker process
 _PROGRAMS_LOCK = threading.Lock()
+
+
+def clear() -> None:
+    """Forget this process's chunk programs."""
+    with _PROGRAMS_LOCK:
+        _PROGRAMS.clear()
 
 
 class _SerialBatchProgram(BatchProgram):
@@ -47,12 +54,13 @@ class ChunkProgram:
     packed as ``(n, total)`` in the compute dtype.
     """
 
-    def __init__(self, compiled: _dispatch.Compiled, batched: list[bool], chunk_size: int | None):
-        self.meta, self.arrays = _warm.payload(compiled)
+    def __init__(self, compiled: Compiled, batched: list[bool], chunk_size: int | None):
+        self.meta, self.arrays = warm.payload(compiled)
+        self.spec = compiled.spec  # names and title of the kernels, made by this process
         self.batched = list(batched)
         self.chunk_size = chunk_size
         h = hashlib.blake2b(digest_size=16)
-        h.update(json.dumps([self.meta, self.batched]).encode())
+        h.update(json.dumps([self.meta, self.batched, repr(self.spec)]).encode())
         for name in sorted(self.arrays):
             h.update(np.ascontiguousarray(self.arrays[name]).tobytes())
         self.key = h.hexdigest()
@@ -72,9 +80,9 @@ class ChunkProgram:
                 # same text, so the same file name, as on any other machine: a shared
                 # cache directory gives Numba's machine code too); the per-sample
                 # kernel is never needed here, hence no file for it
-                compiled = _warm.from_payload(self.meta, self.arrays, None)
+                compiled = warm.from_payload(self.meta, self.arrays, self.spec, None)
                 program = _SerialBatchProgram(compiled, self.batched)
-                _dispatch.start_kernel(program)
+                program.start()
                 _PROGRAMS[self.key] = program
         return program
 
@@ -86,7 +94,7 @@ class ChunkProgram:
             )
         program = self.program()
         compiled = program.compiled
-        size = next(np.shape(b)[0] for b, is_b in zip(blocks, self.batched) if is_b)
+        size = next(np.shape(b)[0] for b, is_b in zip(blocks, self.batched, strict=True) if is_b)
         outs = program.run(list(blocks), size, self.chunk_size)
         if len(outs) == 1:
             return outs[0].reshape((size,) + compiled.out_shapes[0]).astype(compiled.out_dtypes[0], copy=False)
@@ -121,18 +129,7 @@ def _placeholder(a, batched: bool):
     return np.zeros(shape, dtype=a.dtype)
 
 
-def vmap_dask(batched, args: tuple, axes: list):
-    """``batched`` (a :class:`~symjac._vmap.Batched`) applied to arguments of
-    which at least one is a ``dask.array``; returns ``dask.array`` results."""
-    import dask
-    import dask.array as da
-
-    inner = batched.inner
-    if inner.spec.sparse:
-        raise ArgumentError(
-            "vmap of a sparse transform: a batch of scipy.sparse matrices is not an array. "
-            "Batch the dense transform (sparse=False)."
-        )
+def check_known_shapes(args: tuple) -> None:
     for a in args:
         for p in a if isinstance(a, tuple) else (a,):
             if is_dask_array(p) and any(np.isnan(n) for n in p.shape):
@@ -140,18 +137,26 @@ def vmap_dask(batched, args: tuple, axes: list):
                     f"vmap: a dask array of unknown shape {p.shape} cannot be batched; "
                     "call .compute_chunk_sizes() on it first."
                 )
-    batched._split(args, axes)  # batch sizes agree
-    moved = [_batch_first(a, ax) for a, ax in zip(args, axes)]
-    sample = [_placeholder(a, ax is not None) for a, ax in zip(moved, axes)]
-    compiled = _dispatch.compiled_for(inner, sample)
+
+
+def vmap_dask(request: Request, args: tuple, axes: list, chunk_size: int | None, out_axes: int):
+    """``request`` applied sample by sample to arguments of which at least
+    one is a ``dask.array`` (batch axes ``axes``, sizes already checked);
+    returns ``dask.array`` results with the batch axis at ``out_axes``."""
+    import dask
+    import dask.array as da
+
+    moved = [_batch_first(a, ax) for a, ax in zip(args, axes, strict=True)]
+    sample = [_placeholder(a, ax is not None) for a, ax in zip(moved, axes, strict=True)]
+    compiled = dispatch.compiled_for(request, sample)
     flags = [axes[i] is not None for i, _ in compiled.leaves]
     leaves = [moved[i] if k is None else moved[i][k] for i, k in compiled.leaves]
-    program = ChunkProgram(compiled, flags, batched.chunk_size)
+    program = ChunkProgram(compiled, flags, chunk_size)
 
-    reference = next((v for v, f in zip(leaves, flags) if f and is_dask_array(v)), None)
+    reference = next((v for v, f in zip(leaves, flags, strict=True) if f and is_dask_array(v)), None)
     batch_chunks = reference.chunks[0] if reference is not None else "auto"
     pieces: list = [dask.delayed(program, pure=True, traverse=False), None]
-    for n, (value, is_batched) in enumerate(zip(leaves, flags)):
+    for n, (value, is_batched) in enumerate(zip(leaves, flags, strict=True)):
         if is_batched:
             if not is_dask_array(value):
                 value = da.from_array(np.asarray(value), chunks=(batch_chunks,) + (-1,) * (np.ndim(value) - 1))
@@ -164,23 +169,22 @@ def vmap_dask(batched, args: tuple, axes: list):
             pieces += [value, None]
 
     single = len(compiled.out_shapes) == 1
-    out_shape = compiled.out_shapes[0] if single else (compiled.out_bounds[-1],)
+    out_shape = compiled.out_shapes[0] if single else (compiled.out_offsets.total,)
     dtype = compiled.out_dtypes[0] if single else compiled.dtype
     out_ind = ("b",) + tuple(f"out{d}" for d in range(len(out_shape)))
     result = da.blockwise(
         _run_chunk, out_ind, *pieces,
         new_axes={f"out{d}": n for d, n in enumerate(out_shape)},
         concatenate=True, dtype=dtype, meta=np.empty((0,) * len(out_ind), dtype=dtype),
-        token=f"symjac-vmap-{inner.root_name}",
+        token=f"symjac-vmap-{request.kernel_base}",
     )
     if single:
         outs = [result]
     else:
-        b = compiled.out_bounds
         outs = [
-            result[:, b[j] : b[j + 1]].reshape((result.shape[0],) + shape).astype(odt)
-            for j, (shape, odt) in enumerate(zip(compiled.out_shapes, compiled.out_dtypes))
+            part.reshape((result.shape[0],) + shape).astype(odt)
+            for part, shape, odt in zip(compiled.out_offsets.split(result), compiled.out_shapes, compiled.out_dtypes, strict=True)
         ]
-    if batched.out_axes:
-        outs = [da.moveaxis(o, 0, batched.out_axes) for o in outs]
-    return _dispatch._fill(compiled.template, iter(outs))
+    if out_axes:
+        outs = [da.moveaxis(o, 0, out_axes) for o in outs]
+    return layout.fill(compiled.template, iter(outs))

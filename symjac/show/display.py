@@ -24,7 +24,8 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 
 from ..diff.products import SymSparse, flatten_result
 from ..ir import graph as g
-from ..runtime import dispatch as _dispatch
+from ..runtime import build
+from ..runtime.request import Request
 from ..trace.symarray import SymArray
 
 #: printed lines (definitions + entries) above which ``str()`` stops and says how large the rest is
@@ -121,21 +122,23 @@ def _own_ops(node: sp.Basic) -> int:
     return 1
 
 
-def _entries(result, transform) -> list[tuple[str, tuple, list]]:
+def _entries(result, request: Request | None) -> list[tuple[str, tuple, list]]:
     """``(label, shape, [(index, node), ...])`` per result array, zeros dropped."""
     arrays = flatten_result(result)
-    base = LABELS.get(transform.kind, "r") if transform is not None else "y"
+    kind = request.kind if request is not None else "jit"
+    base = LABELS.get(kind, "r")
     labels = [base] * len(arrays)
     if len(arrays) > 1:
-        names = transform.param_names(len(transform.argnums) and max(transform.argnums) + 1)
-        wrt = [names[a] for a in transform.argnums]
-        per_arg = len(wrt) ** (2 if transform.kind == "hessian" else 1) if transform.tuple_argnums else 1
-        per_arg = per_arg if transform.kind not in ("jit", "jvp") else 1
+        product = request.products[0]
+        names = request.names(max(product.argnums, default=-1) + 1)
+        wrt = [names[a] for a in product.argnums]
+        per_arg = len(wrt) ** (2 if kind == "hessian" else 1) if product.tuple_argnums else 1
+        per_arg = per_arg if kind not in ("jit", "jvp") else 1
         for k in range(len(arrays)):
             out, rest = divmod(k, per_arg)
             suffix = str(out) if len(arrays) > per_arg else ""
             if per_arg > 1:
-                picks = [rest] if transform.kind != "hessian" else list(divmod(rest, len(wrt)))
+                picks = [rest] if kind != "hessian" else list(divmod(rest, len(wrt)))
                 suffix += ("_" if suffix else "") + "".join(wrt[p] for p in picks)
             labels[k] = f"{base}{'_' if suffix and suffix[0] != '_' else ''}{suffix}"
     out = []
@@ -180,11 +183,11 @@ class Shown:
     ([(τ₁, exp(x_0**2 + x_1**2))], [2*x_0*τ₁, 2*x_1*τ₁])
     """
 
-    def __init__(self, result, title: str, transform=None, limit: int | None = DEFAULT_LIMIT):
+    def __init__(self, result, title: str, request: Request | None = None, limit: int | None = DEFAULT_LIMIT):
         self._result = result
         self.title = title
         self.limit = limit
-        self.arrays = _entries(result, transform)
+        self.arrays = _entries(result, request)
         roots = [n for _, _, cells in self.arrays for _, n in cells]
         self._roots = roots
         self._uses = _use_counts(roots)
@@ -378,59 +381,16 @@ def describe_args(names: list[str], args: tuple, static: frozenset) -> str:
     return ", ".join(parts)
 
 
-def title_of(transform, args: tuple) -> str:
+def title_of(request: Request, args: tuple) -> str:
     """``jacobian of f with respect to x, for x (2,), w (2, 2)``."""
-    names = transform.param_names(len(args))
-    what = transform.kind if transform.kind != "jit" else "values"
-    inner = transform.fn
-    while hasattr(inner, "kind") and hasattr(inner, "fn"):
-        what += f" of {inner.kind}"
-        inner = inner.fn
-    what += f" of {transform.root_name}"
-    if transform.kind != "jit":
-        what += " with respect to " + ", ".join(names[a] for a in transform.argnums)
-    return f"{what}, for {describe_args(names, args, transform.static_argnums)}"
+    names = request.names(len(args))
+    kinds = [p.kind for p in request.products]
+    what = " of ".join(["values" if kinds[0] == "jit" else kinds[0]] + kinds[1:] + [request.root_name])
+    if kinds[0] != "jit":
+        what += " with respect to " + ", ".join(names[a] for a in request.products[0].argnums)
+    return f"{what}, for {describe_args(names, args, request.static_argnums)}"
 
 
-def show(transform, *args, limit: int | None = DEFAULT_LIMIT, **kwargs) -> Shown:
-    """A transform's result for arguments shaped like ``args``, readable at any size.
-
-    Shared subexpressions are named once (``τ₁ = …``) and the nonzero entries
-    written in terms of them, so a result that would print as pages of
-    repeated terms prints in a few lines; zeros are left out.  ``str()`` is
-    plain text, ``.pretty()`` unicode, ``.latex()`` LaTeX (Jupyter renders it);
-    past ``limit`` lines (``None``: no limit) printing stops with a note of how
-    much is left.  A plain function (not a transform) shows its values.
-    ``transform.show(*args)`` is the same.
-
-    Args:
-        transform: a symjac transform such as ``sj.jacobian(f)``, or a plain function.
-        *args: arguments like the transform's, only their shapes and dtypes
-            (and static arguments' values) matter.
-        limit: lines printed by ``str()`` before the size guard stops.
-
-    Returns:
-        A :class:`Shown`; its ``.expr`` is the plain SymPy result.
-
-    >>> import numpy as np, symjac as sj
-    >>> def f(x, w):
-    ...     return np.tanh(x @ w) ** 2
-    >>> print(sj.show(sj.jacobian(f), np.zeros(2), np.zeros((2, 2))))
-    jacobian of f with respect to x, for x (2,), w (2, 2)
-      J 2×2: 4 nonzero entries; 18 operations as a shared graph, 48 written out in full
-      τ₁ = tanh(w_0_0*x_0 + w_1_0*x_1)
-      τ₂ = 1 - τ₁**2
-      J[0, 0] = 2*w_0_0*τ₁*τ₂
-      J[0, 1] = 2*w_1_0*τ₁*τ₂
-      τ₃ = tanh(w_0_1*x_0 + w_1_1*x_1)
-      τ₄ = 1 - τ₃**2
-      J[1, 0] = 2*w_0_1*τ₃*τ₄
-      J[1, 1] = 2*w_1_1*τ₃*τ₄
-    """
-    from .._api import Transform, jit
-
-    if not isinstance(transform, Transform):
-        transform = jit(transform)
-    bound = transform.bind(args, kwargs)
-    built = _dispatch.build(transform, bound)
-    return Shown(built.result, title_of(transform, bound), transform, limit)
+def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT) -> Shown:
+    """The :class:`Shown` result of ``request`` for bound arguments shaped like ``args``."""
+    return Shown(build.build(request, args).result, title_of(request, args), request, limit)

@@ -10,7 +10,6 @@ question, and says what each costs for these shapes.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +17,8 @@ import numpy as np
 from .._errors import SymjacError
 from ..diff.products import flatten_result
 from ..ir import graph as g
-from ..runtime import dispatch as _dispatch
+from ..runtime import build
+from ..runtime.request import Request
 
 _LETTERS = "ijklmnpqrstabcde"
 
@@ -62,42 +62,37 @@ def _count_ops(result) -> int:
     return len(g.topo_order([n for a in flatten_result(result) for n in a.elems.reshape(-1)]))
 
 
-def _code_name(fn) -> str:
-    """How the differentiated function is written in code: ``f``, ``sj.grad(f)``."""
-    if hasattr(fn, "kind") and hasattr(fn, "fn"):
-        argnums = fn.argnums if fn.tuple_argnums else fn.argnums[0] if fn.argnums else 0
-        return f"sj.{fn.kind}({_code_name(fn.fn)}{f', argnums={argnums}' if argnums else ''})"
-    name = getattr(fn, "__name__", type(fn).__name__)
-    return "f" if name == "<lambda>" else name
-
-
-def _jit_of(fn, static: frozenset):
-    from .._api import Transform
-
-    return Transform(fn, "jit", static_argnums=tuple(sorted(static)) if not isinstance(fn, Transform) else ())
+def _code_name(request: Request, level: int = 1) -> str:
+    """How the differentiated function is written in code: ``f``, ``sj.grad(f)``
+    (the products of ``request`` from ``level`` inward)."""
+    if level == len(request.products):
+        return "f" if request.root_name == "lambda" else request.root_name
+    p = request.products[level]
+    argnums = p.argnums if p.tuple_argnums else p.argnums[0] if p.argnums else 0
+    return f"sj.{p.kind}({_code_name(request, level + 1)}{f', argnums={argnums}' if argnums else ''})"
 
 
 class _Explainer:
-    def __init__(self, transform, args: tuple):
-        from .._api import Transform, jit
-
-        self.t = transform if isinstance(transform, Transform) else jit(transform)
-        t = self.t
-        n_primal = t.n_params - t.n_extra if t.n_params is not None else len(args) - t.n_extra
-        self.given_vector = args[n_primal] if t.n_extra and len(args) > n_primal else None
-        self.primal = t.fn.bind(args[:n_primal], {}) if isinstance(t.fn, Transform) else \
-            t._signature.bind(args[:n_primal], {})
-        self.names = t.param_names(len(self.primal) + t.n_extra)
-        self.fname = _code_name(t.fn)
-        self.nested = isinstance(t.fn, Transform)
-        self.values = _jit_of(t.fn, t.static_argnums)
-        built = _dispatch.build(self.values, self.values.bind(self.primal, {}))
+    def __init__(self, request: Request, primal: tuple, given_vector):
+        """``primal``: the function's own arguments, bound; ``given_vector``:
+        the trailing v or u if one was given."""
+        self.r = request
+        product = request.products[0]
+        self.kind, self.n_extra = product.kind, product.n_extra
+        self.static = request.static_argnums
+        self.given_vector = given_vector
+        self.primal = primal
+        self.names = request.names(len(self.primal) + self.n_extra)
+        self.fname = _code_name(request)
+        self.nested = len(request.products) > 1
+        built = build.build(request.values(), self.primal)
         arrays = flatten_result(built.result)
         out_name = "y" if "y" not in self.names else "out"
         self.outs = [_Var(out_name if len(arrays) == 1 else f"{out_name}{k}", a.shape) for k, a in enumerate(arrays)]
         self.f_ops = _count_ops(built.result)
         # a plain function is explained with respect to its first argument, as sj.jacobian(f) would be
-        argnums = t.argnums if t.kind != "jit" else [i for i in range(len(self.primal)) if i not in t.static_argnums][:1]
+        argnums = product.argnums if self.kind != "jit" else [
+            i for i in range(len(self.primal)) if i not in self.static][:1]
         self.argnums = argnums
         self.ins = [_Var(self.names[a], np.shape(self.primal[a])) for a in argnums]
 
@@ -112,9 +107,9 @@ class _Explainer:
         return _LETTERS[:a], _LETTERS[a:a + b], (_LETTERS[a + b:a + 2 * b] if second else "")
 
     def signature(self) -> str:
-        t, fixed = self.t, []
+        fixed = []
         for i, (name, a) in enumerate(zip(self.names, self.primal, strict=False)):
-            if i in t.static_argnums:
+            if i in self.static:
                 fixed.append(f"{name} = {a!r}")
             elif i not in self.argnums:
                 fixed.append(f"{name} {np.shape(a)}")
@@ -155,9 +150,9 @@ class _Explainer:
                 f"{'jvp' if vname == 'u' else 'vjp'}: see below."]
 
     def formula(self) -> list[str]:
-        kind, outs, ins = self.t.kind, self.outs, self.ins
+        kind, outs, ins = self.kind, self.outs, self.ins
         out0, in0 = outs[0], ins[0] if ins else None
-        ext = self.names[-1] if self.t.n_extra else ""
+        ext = self.names[-1] if self.n_extra else ""
         lines = []
         if kind == "jacobian":
             if len(ins) * len(outs) == 1:
@@ -240,7 +235,7 @@ class _Explainer:
         return f"lambda {x}: {self.fname}({', '.join(primal_names)})"
 
     def other_question(self) -> list[str]:
-        kind = self.t.kind
+        kind = self.kind
         if not self.ins or len(self.outs) != 1 or len(self.ins) != 1:
             return []
         x, y, f = self.ins[0], self.outs[0], self.fname
@@ -270,20 +265,19 @@ class _Explainer:
         lines[-1] = lines[-1].replace("= 1 products", "= 1 product")
         if m == 1:
             lines.append(f"  hessian: N² = {n * n} entries, the work of N = {n} Hessian-vector products (hvp)")
-        if self.t.kind == "jit":
+        if self.kind == "jit":
             return lines
         try:
-            built = _dispatch.build(self.t, self.t.bind(self.full_args(), {}))
-            lines.append(f"  this {self.t.kind}, as symjac builds it: {_count_ops(built.result)} operations")
+            built = build.build(self.r, self.full_args())
+            lines.append(f"  this {self.kind}, as symjac builds it: {_count_ops(built.result)} operations")
         except SymjacError:
             pass
         return lines
 
     def full_args(self) -> tuple:
-        t = self.t
-        if not t.n_extra:
+        if not self.n_extra:
             return tuple(self.primal)
-        like = self.outs if t.kind == "vjp" else self.ins
+        like = self.outs if self.kind == "vjp" else self.ins
         vec = [np.zeros(v.shape) for v in like]
         wanted = tuple(vec) if len(vec) > 1 else vec[0]
         given = self.given_vector
@@ -292,18 +286,17 @@ class _Explainer:
         return tuple(self.primal) + (given if ok else wanted,)
 
     def text(self) -> str:
-        t = self.t
-        what = t.kind if t.kind != "jit" else "values"
+        what = self.kind if self.kind != "jit" else "values"
         primal_names = self.names[: len(self.primal)]
         head = f"{what} of {self.fname}"
-        if self.ins and len(primal_names) > 1 and t.kind != "jit":
+        if self.ins and len(primal_names) > 1 and self.kind != "jit":
             head += " with respect to " + ", ".join(v.name for v in self.ins) + ","
         head += " at " + ", ".join(
-            f"{n}" if i not in t.static_argnums else f"{n} = {self.primal[i]!r}" for i, n in enumerate(primal_names))
-        if t.n_extra:
-            head += f" with {'cotangent' if t.kind == 'vjp' else 'tangent'} {self.names[-1]}"
+            f"{n}" if i not in self.static else f"{n} = {self.primal[i]!r}" for i, n in enumerate(primal_names))
+        if self.n_extra:
+            head += f" with {'cotangent' if self.kind == 'vjp' else 'tangent'} {self.names[-1]}"
         body = [self.signature()]
-        jac = self.jacobian_lines(second=t.kind in ("hessian", "hvp", "laplacian"))
+        jac = self.jacobian_lines(second=self.kind in ("hessian", "hvp", "laplacian"))
         if jac and len(body[0]) + len(jac[0]) < 100 and len(jac) == 1:
             body[0] = f"{body[0]:<30}  {jac[0]}"
         else:
@@ -312,61 +305,20 @@ class _Explainer:
         return "\n".join([head] + ["  " + line for line in body])
 
 
-def _batched(batched, args: tuple) -> str:
-    """A vmap: the inner transform explained for one sample, and how results stack."""
-    axes = list(batched.in_axes) if isinstance(batched.in_axes, (tuple, list)) else [batched.in_axes] * len(args)
-    sizes = {np.shape(a)[ax] for a, ax in zip(args, axes, strict=False) if ax is not None and np.ndim(a) > ax}
-    size = sizes.pop() if len(sizes) == 1 else "B"
-    sample = tuple(np.take(np.asarray(a), 0, axis=ax) if ax is not None else a
-                   for a, ax in zip(args, axes, strict=False))
-    inner = _Explainer(batched.inner, sample).text()
+def explanation(request: Request, primal: tuple, given_vector=None) -> str:
+    """What ``request`` computes for the bound arguments ``primal`` (and the
+    trailing vector, if given): the text ``sj.explain`` prints."""
+    return _Explainer(request, primal, given_vector).text()
+
+
+def batched_explanation(request: Request, primal: tuple, given_vector, size, axes: list, out_axes) -> str:
+    """A vmap: the transform explained for one sample (``primal`` and
+    ``given_vector`` are one sample's), and how results stack."""
+    inner = explanation(request, primal, given_vector)
     batched_args = ", ".join(f"argument {i} (axis {ax})" for i, ax in enumerate(axes) if ax is not None)
     return "\n".join([
         f"vmap over a batch of {size} samples: {batched_args}; the others are shared",
-        f"  each sample b gets the transform below, and the results are stacked along axis {batched.out_axes}:",
+        f"  each sample b gets the transform below, and the results are stacked along axis {out_axes}:",
         "  result[b] = (the per-sample result for sample b), one compiled loop over the batch",
         "    (PyTorch: torch.func.vmap; JAX: jax.vmap)",
     ] + ["  " + line for line in inner.splitlines()])
-
-
-def explanation(transform, *args) -> str:
-    """The text :func:`explain` prints."""
-    if hasattr(transform, "inner") and hasattr(transform, "in_axes"):  # sj.vmap(...)
-        return _batched(transform, args)
-    return _Explainer(transform, args).text()
-
-
-def explain(transform, *args, file=None) -> None:
-    """Print what ``transform`` computes for arguments shaped like ``args``.
-
-    The explanation states the function's shapes, its Jacobian (or Hessian)
-    in index notation, which shape each vector must have, the result as an
-    index formula with the equivalent PyTorch and JAX calls, the product to
-    use for the other question (``J·v`` or ``uᵀJ``), and the cost of each for
-    these shapes.  The trailing ``v`` or ``u`` may be left out; a wrong-shaped
-    one is explained rather than raised.  A plain function is explained as
-    its values and the derivatives one can ask of it.
-
-    Args:
-        transform: a symjac transform (``sj.vjp(f)``, ``sj.jacobian(f, argnums=1)``, ...)
-            or a plain function.
-        *args: the arguments as the transform takes them; only shapes (and
-            static arguments' values) matter.
-        file: where to print (default ``sys.stdout``).
-
-    >>> import numpy as np, symjac as sj
-    >>> def f(x):
-    ...     return np.outer(x, x)
-    >>> x = np.array([1.0, 2.0, 3.0, 4.0])
-    >>> sj.explain(sj.vjp(f), x, np.ones((4, 4)))  # doctest: +ELLIPSIS
-    vjp of f at x with cotangent u
-      f: x (4,) -> y (4, 4)           Jacobian J[i, j, k] = ∂y[i, j] / ∂x[k], shape (4, 4, 4)
-      u must have y's shape (4, 4); the result has x's shape (4,)
-      result[k] = Σ_{i,j} u[i, j] · J[i, j, k]
-        (PyTorch: torch.autograd.grad(y, x, grad_outputs=u); JAX: jax.vjp(f, x)[1](u)[0])
-      for the other question, sj.jvp(f)(x, v) computes J·v, how y moves when x moves along v:
-        v shaped like x (4,), the result shaped like y (4, 4)
-      cost, for these shapes (x: N = 4 entries; y: M = 16; f itself: 16 operations):
-    ...
-    """
-    print(explanation(transform, *args), file=file or sys.stdout)

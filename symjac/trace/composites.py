@@ -90,8 +90,8 @@ def round_(a, decimals=0, out=None):
         return elementwise(lambda v: g.call(rint, v), (x,), x.dtype)
     f = g.const(10.0 ** abs(decimals))
     if decimals > 0:
-        return elementwise(lambda v: g.div(g.call(rint, g.mul(v, f)), f), (x,), x.dtype)
-    return elementwise(lambda v: g.mul(g.call(rint, g.div(v, f)), f), (x,), x.dtype)
+        return elementwise(lambda v: g.exact_div(g.call(rint, g.exact_mul(v, f)), f), (x,), x.dtype)
+    return elementwise(lambda v: g.exact_mul(g.call(rint, g.exact_div(v, f)), f), (x,), x.dtype)
 
 
 # ----- matrices --------------------------------------------------------------------------------
@@ -118,14 +118,14 @@ def kron(a, b):
     A, B = from_object_array(a), from_object_array(b)
     dtype = result_dtype(np.multiply, A.dtype, B.dtype)
     if A.ndim == 0 or B.ndim == 0:
-        return elementwise(g.mul, (A, B), dtype)
+        return elementwise(g.exact_mul, (A, B), dtype)
     nd = max(A.ndim, B.ndim)
     ea = A.elems.reshape((1,) * (nd - A.ndim) + A.shape)
     eb = B.elems.reshape((1,) * (nd - B.ndim) + B.shape)
     # a's axes interleaved with b's: out[i * nb + j] = a[i] * b[j] along every axis
     ia = ea.reshape(tuple(itertools.chain.from_iterable((n, 1) for n in ea.shape)))
     ib = eb.reshape(tuple(itertools.chain.from_iterable((1, n) for n in eb.shape)))
-    out = elementwise(g.mul, (SymArray(ia, A.dtype), SymArray(ib, B.dtype)), dtype)
+    out = elementwise(g.exact_mul, (SymArray(ia, A.dtype), SymArray(ib, B.dtype)), dtype)
     return SymArray(out.elems.reshape(tuple(p * q for p, q in zip(ea.shape, eb.shape, strict=True))), dtype)
 
 
@@ -234,11 +234,11 @@ def _det_nodes(m: np.ndarray):
     if n == 1:
         return m[0, 0]
     if n == 2:
-        return g.sub(g.mul(m[0, 0], m[1, 1]), g.mul(m[0, 1], m[1, 0]))
+        return g.sub(g.exact_mul(m[0, 0], m[1, 1]), g.exact_mul(m[0, 1], m[1, 0]))
     terms = []
     for j in range(n):
         minor = np.delete(np.delete(m, 0, axis=0), j, axis=1)
-        term = g.mul(m[0, j], _det_nodes(minor))
+        term = g.exact_mul(m[0, j], _det_nodes(minor))
         terms.append(term if j % 2 == 0 else g.neg(term))
     return g.add(*terms)
 

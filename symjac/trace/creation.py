@@ -23,8 +23,9 @@ import numpy as np
 from sympy.core.basic import Basic
 
 from .._errors import TracerConversionError
+from .._location import user_location
 from ..ir import graph as g
-from .symarray import BY_NAME, SymArray, const_array, is_traced, user_location
+from .symarray import BY_NAME, SymArray, const_array, is_traced
 
 
 def has_traced(obj) -> bool:

@@ -1,4 +1,4 @@
-"""SymPy expressions in: ``from_sympy`` makes a function of expressions a user
+"""SymPy expressions in: ``sj.from_sympy`` makes a function of expressions a user
 already has (hand-derived models, ``sympy.physics.mechanics`` equations of
 motion) that every symjac transform accepts, without rewriting them as NumPy.
 
@@ -12,7 +12,7 @@ differentiates, composes and compiles like traced NumPy code.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import sympy as sp
@@ -191,10 +191,16 @@ class _Translator:
 
 
 class SympyFunction:
-    """A function of SymPy expressions (see :func:`from_sympy`): call it with
-    NumPy arrays, or hand it to any symjac transform."""
+    """A function of SymPy expressions (see ``sj.from_sympy``): call it with
+    NumPy arrays, or hand it to any symjac transform.
 
-    def __init__(self, exprs, inputs, params: Sequence = (), name: str | None = None):
+    ``compile(self)`` (the API's ``jit``) makes the callable that answers
+    calls with concrete arrays; inside a trace the expressions are
+    substituted directly.
+    """
+
+    def __init__(self, exprs, inputs, params: Sequence = (), name: str | None = None, *, compile: Callable):
+        self._compile = compile
         if isinstance(params, (sp.Basic, sp.MatrixBase)):
             params = [params]
         groups = [_as_array(inputs, "inputs")] + [_as_array(p, f"params[{i}]") for i, p in enumerate(params)]
@@ -246,9 +252,7 @@ class SympyFunction:
         if any(is_traced(a) for a in args):
             return self._apply(args)
         if self._compiled is None:
-            from .._api import jit
-
-            self._compiled = jit(self)
+            self._compiled = self._compile(self)
         return self._compiled(*args)
 
     def _apply(self, args):
@@ -279,36 +283,3 @@ def _unique(names: list[str]) -> list[str]:
             n += "_"
         out.append(n)
     return out
-
-
-def from_sympy(exprs, inputs, params: Sequence = (), *, name: str | None = None) -> SympyFunction:
-    """A function ``f(x, *params)`` computing SymPy expressions, for every symjac transform.
-
-    Args:
-        exprs: the outputs: an expression (a 0-d result), a list or nested
-            list, a ``Matrix`` (a column vector ``(n, 1)`` gives shape
-            ``(n,)``) or ``Array``; a *tuple* of those gives several outputs,
-            as a NumPy function returning a tuple does.
-        inputs: the symbols of the first argument ``x``: a symbol (``x`` is a
-            scalar) or a list / Matrix of them (``x`` has that shape).
-            Functions of time (``q(t)``, ``q(t).diff(t)``) count as symbols.
-        params: one entry per further argument, each a symbol (a scalar
-            argument) or a list / Matrix of symbols (an array argument).
-        name: the function's name in kernels and messages.
-
-    Returns:
-        A callable ``f(x, *params)`` returning arrays shaped like ``exprs``:
-        compiled when called with numbers, part of the trace when called
-        inside a traced function, and accepted by ``jacobian``, ``jvp``,
-        ``vjp``, ``hessian``, ``vmap``, ... like any NumPy function.
-
-    >>> import numpy as np, sympy as sp, symjac as sj
-    >>> a, b, k = sp.symbols("a b k")
-    >>> f = sj.from_sympy([k * sp.sin(a) * b, a ** 2], [a, b], params=[k])
-    >>> f(np.array([0.0, 2.0]), 3.0)
-    array([0., 0.])
-    >>> sj.jacobian(f)(np.array([0.0, 2.0]), 3.0)
-    array([[6., 0.],
-           [0., 0.]])
-    """
-    return SympyFunction(exprs, inputs, params, name)

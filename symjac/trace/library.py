@@ -15,11 +15,12 @@ import numpy as np
 import sympy as sp
 
 from .._errors import ArgumentError, ArityError, ShapeError, UnsupportedOperationError
+from .._location import user_location
 from ..ir import graph as g
 from . import arrayops as ops
 from .arrayops import elementwise, float_dtype
 from .composites import isnan_node
-from .symarray import SymArray, as_elems, constant_value, from_object_array, user_location
+from .symarray import SymArray, as_elems, constant_value, from_object_array
 
 
 def _concrete(value, what: str):
@@ -100,7 +101,7 @@ def count_nonzero(a, axis=None, *, keepdims=False):
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     # NumPy: |a - b| <= atol + rtol |b| where b is finite, or a == b (equal infinities)
     def node(x, y):
-        near = g.compare(sp.LessThan, g.call(sp.Abs, g.sub(x, y)), g.add(g.const(atol), g.mul(g.const(rtol), g.call(sp.Abs, y))))
+        near = g.compare(sp.LessThan, g.call(sp.Abs, g.sub(x, y)), g.add(g.const(atol), g.exact_mul(g.const(rtol), g.call(sp.Abs, y))))
         finite = g.compare(sp.StrictLessThan, g.call(sp.Abs, y), sp.oo)
         out = g.logical(sp.Or, g.logical(sp.And, near, finite), g.compare(sp.Eq, x, y))
         if equal_nan:
@@ -246,9 +247,9 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     def between(v, j):
         # NumPy: fp[j] exactly at xp[j]; else slope (x - xp[j]) + fp[j], or from the right end if that is NaN,
         # or fp[j] if both are NaN and fp[j] == fp[j + 1]
-        slope = g.div(g.sub(fe[j + 1], fe[j]), g.const(xp[j + 1] - xp[j]))
-        from_left = g.add(g.mul(slope, g.sub(v, g.const(xp[j]))), fe[j])
-        from_right = g.add(g.mul(slope, g.sub(v, g.const(xp[j + 1]))), fe[j + 1])
+        slope = g.exact_div(g.sub(fe[j + 1], fe[j]), g.const(xp[j + 1] - xp[j]))
+        from_left = g.add(g.exact_mul(slope, g.sub(v, g.const(xp[j]))), fe[j])
+        from_right = g.add(g.exact_mul(slope, g.sub(v, g.const(xp[j + 1]))), fe[j + 1])
         right_or_equal = g.select([(fe[j], g.logical(sp.And, isnan_node(from_right), g.compare(sp.Eq, fe[j], fe[j + 1]))),
                                    (from_right, g.TRUE)])
         return g.select([(fe[j], g.compare(sp.Eq, v, g.const(xp[j]))), (right_or_equal, isnan_node(from_left)),

@@ -137,7 +137,7 @@ def _reduction(combine, mean=False, initial_ok=False):
         rdt = np.dtype(dtype) if dtype is not None else rdt
         if mean:
             def combine_(items):
-                return g.div(g.add(*items), sp.Integer(len(items)))
+                return g.exact_div(g.add(*items), sp.Integer(len(items)))
         else:
             combine_ = combine
         return ops.reduce(x, axis, keepdims, combine_, rdt)
@@ -171,11 +171,11 @@ def _moment(root: bool):
 
         def combine(items):
             n = sp.Integer(len(items))
-            m = g.div(g.add(*items), n)
-            squares = [g.mul(d, d) for d in (g.sub(v, m) for v in items)]
+            m = g.exact_div(g.add(*items), n)
+            squares = [g.exact_mul(d, d) for d in (g.sub(v, m) for v in items)]
             count = max(len(items) - ddof, 0)
             total = g.add(*squares)
-            var = g.div(total, g.const(count)) if count else g.mul(total, sp.oo)
+            var = g.exact_div(total, g.const(count)) if count else g.exact_mul(total, sp.oo)
             return g.pow_(var, g.HALF) if root else var
 
         return ops.reduce(x, axis, keepdims, combine, rdt)
@@ -257,7 +257,7 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     parts = []
     for i, j in ((1, 2), (2, 0), (0, 1)):
         parts.append(
-            elementwise(lambda p, q, r, s: g.sub(g.mul(p, s), g.mul(q, r)),
+            elementwise(lambda p, q, r, s: g.sub(g.exact_mul(p, s), g.exact_mul(q, r)),
                         (A[..., i], A[..., j], B[..., i], B[..., j]), dtype).elems
         )
     return SymArray(np.stack(parts, axis=-1), dtype)
@@ -390,19 +390,19 @@ TABLE: list[Primitive] = [
     *_record_rows(),
     # ----- arithmetic (composites of the records) ---------------------------------------------
     _ufunc("subtract", np.subtract, g.sub, "a - b"),
-    _ufunc("divide", np.true_divide, g.div, "a / b", out_dtype=_float_result),
+    _ufunc("divide", np.true_divide, g.exact_div, "a / b", out_dtype=_float_result),
     _ufunc("negative", np.negative, g.neg, "-a"),
     _ufunc("positive", np.positive, lambda a: a, "+a"),
     _ufunc("float_power", np.float_power, g.pow_, "a ** b in float64"),
     _ufunc("square", np.square, lambda a: g.pow_(a, sp.Integer(2)), "a ** 2"),
-    _ufunc("reciprocal", np.reciprocal, lambda a: g.pow_(a, g.NEG_ONE), "1 / a"),
+    _ufunc("reciprocal", np.reciprocal, lambda a: g.exact_div(g.ONE, a), "1 / a"),
     _ufunc("sqrt", np.sqrt, lambda a: g.pow_(a, g.HALF), "square root (a ** 1/2)"),
     _ufunc("exp2", np.exp2, lambda a: g.pow_(sp.Integer(2), a), "2 ** a"),
     _ufunc("log2", np.log2, lambda a: g.mul(g.call(sp.log, a), _LOG2), "base-2 logarithm"),
     _ufunc("log10", np.log10, lambda a: g.mul(g.call(sp.log, a), _LOG10), "base-10 logarithm"),
     _ufunc("hypot", np.hypot, lambda a, b: g.pow_(g.add(g.pow_(a, sp.Integer(2)), g.pow_(b, sp.Integer(2))), g.HALF), "sqrt(a**2 + b**2)"),
-    Primitive("deg2rad", (np.deg2rad, np.radians), "elementwise", ufunc_builder(np.deg2rad, lambda a: g.mul(a, _DEG)), "degrees to radians"),
-    Primitive("rad2deg", (np.rad2deg, np.degrees), "elementwise", ufunc_builder(np.rad2deg, lambda a: g.mul(a, _RAD)), "radians to degrees"),
+    Primitive("deg2rad", (np.deg2rad, np.radians), "elementwise", ufunc_builder(np.deg2rad, lambda a: g.exact_mul(a, _DEG)), "degrees to radians"),
+    Primitive("rad2deg", (np.rad2deg, np.degrees), "elementwise", ufunc_builder(np.rad2deg, lambda a: g.exact_mul(a, _RAD)), "radians to degrees"),
     Primitive("sinc", (np.sinc,), "elementwise", cmp.sinc, "sin(pi a) / (pi a), NumPy's algorithm (its derivative is a Taylor polynomial near 0)"),
     # ----- rounding and remainders (composites of the rint, fmod and copysign records) -----------
     Primitive("round", (np.round, np.around), "elementwise", cmp.round_, "round half to even to decimals= places (rint(a * 10**d) / 10**d, as NumPy); derivative 0"),
@@ -443,11 +443,11 @@ TABLE: list[Primitive] = [
     Primitive("interp", (np.interp,), "piecewise", lib.interp, "linear interpolation at traced or constant points, with constant sample points xp"),
     Primitive("linspace", (np.linspace,), "creation", lib.linspace, "evenly spaced values between traced endpoints, NumPy's steps"),
     Primitive("isclose", (np.isclose,), "comparison", lib.isclose, "|a - b| <= atol + rtol |b| (derivative 0)"),
-    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.mul(*items)), "product over axes"),
+    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items)), "product over axes"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
     Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum"),
-    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.mul), "running product"),
+    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product"),
     Primitive("diff", (np.diff,), "reduction", _diff_build, "n-th discrete difference along an axis"),
     Primitive("trace", (np.trace,), "reduction", _trace, "sum of a diagonal"),
     Primitive("norm", (np.linalg.norm,), "reduction", _norm, "np.linalg.norm: vector 2-, 1-, inf-norms; Frobenius"),

@@ -32,9 +32,10 @@ import warnings
 import numpy as np
 
 from .._errors import RandomDrawWarning, TracerControlFlowError
+from .._location import user_frame, user_location
 from . import creation, library
 from .namespace import ModuleView, Scope, in_user_module
-from .symarray import BY_NAME, SymArray, is_traced, user_frame, user_location
+from .symarray import BY_NAME, SymArray, is_traced
 
 # ----- numpy -------------------------------------------------------------------------------
 

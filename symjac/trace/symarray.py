@@ -10,16 +10,16 @@ below) and build new nodes.  This module knows nothing about derivatives.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable
 
 import numpy as np
-import sympy as sp
 from sympy.core.basic import Basic
 
 from .._errors import TracerControlFlowError, TracerConversionError, UnsupportedOperationError
+from .._location import user_location
 from ..ir import graph as g
+from . import integers
 
 #: numpy ufunc -> Primitive, and numpy function -> Primitive (filled by _primitives).
 UFUNCS: dict = {}
@@ -48,6 +48,8 @@ class SymArray:
             elems = arr
         self.elems = elems
         self.dtype = np.dtype(dtype)
+        if self.dtype.kind in "iu":  # integer values must stay exact in float64
+            integers.note(elems, self.dtype)
 
     # ----- array attributes -----------------------------------------------------
 
@@ -145,6 +147,16 @@ class SymArray:
             "comes from through static_argnums. An array that receives traced values must be "
             "made inside the traced function (np.zeros(n), np.zeros_like(x)) or in a function "
             "of your own modules that it calls, not as a global, default argument or attribute."
+        )
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return str(self)  # f"{x}" shows the symbolic value while tracing
+        raise TracerConversionError(
+            f"formatting a traced value as a number (f\"{{x:{spec}}}\") needs its value, which is only "
+            f"known when the compiled kernel runs{user_location()}. While tracing, print(x) or f\"{{x}}\" "
+            "shows the symbolic expression; to print numbers, print the transformed function's result "
+            "outside it, or remove the debug print."
         )
 
     def __int__(self):
@@ -596,32 +608,3 @@ def store_error(dtype) -> TracerConversionError:
         "Create it inside the traced function (np.zeros(n), np.zeros_like(x)), or build "
         "the result with np.concatenate / np.stack."
     )
-
-
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the symjac package
-_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
-_SYMPY = os.path.dirname(os.path.abspath(sp.__file__))
-
-
-def user_frame() -> tuple[str, int, str] | None:
-    """(file, line number, source line) of the innermost frame outside symjac/NumPy/SymPy."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith((_HERE, _NUMPY, _SYMPY)) and not path.startswith("<frozen"):
-            import linecache
-
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            return frame.f_code.co_filename, frame.f_lineno, line
-        frame = frame.f_back
-    return None
-
-
-def user_location() -> str:
-    """`` (at file.py:12: `code`)`` for the innermost frame outside symjac/NumPy/SymPy."""
-    found = user_frame()
-    if found is None:
-        return ""
-    path, lineno, line = found
-    where = f"{os.path.basename(path)}:{lineno}"
-    return f" (at {where}: `{line}`)" if line else f" (at {where})"

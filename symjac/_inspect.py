@@ -1,0 +1,119 @@
+"""``sj.show`` and ``sj.explain``: looking at what a transform computes.
+
+Both accept a transform or a plain function (shown as its values); the
+rendering lives in :mod:`symjac.show`, which works on the runtime's plain
+request and never on the transform objects of this layer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+from ._api import Transform, jit
+from ._vmap import Batched
+from .show import display
+from .show import explain as _explain
+
+
+def _as_transform(fn: Callable) -> Transform:
+    return fn if isinstance(fn, Transform) else jit(fn)
+
+
+def show(transform, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) -> display.Shown:
+    """A transform's result for arguments shaped like ``args``, readable at any size.
+
+    Shared subexpressions are named once (``τ₁ = …``) and the nonzero entries
+    written in terms of them, so a result that would print as pages of
+    repeated terms prints in a few lines; zeros are left out.  ``str()`` is
+    plain text, ``.pretty()`` unicode, ``.latex()`` LaTeX (Jupyter renders it);
+    past ``limit`` lines (``None``: no limit) printing stops with a note of how
+    much is left.  A plain function (not a transform) shows its values.
+    ``transform.show(*args)`` is the same.
+
+    Args:
+        transform: a symjac transform such as ``sj.jacobian(f)``, or a plain function.
+        *args: arguments like the transform's, only their shapes and dtypes
+            (and static arguments' values) matter.
+        limit: lines printed by ``str()`` before the size guard stops.
+
+    Returns:
+        A :class:`Shown`; its ``.expr`` is the plain SymPy result.
+
+    >>> import numpy as np, symjac as sj
+    >>> def f(x, w):
+    ...     return np.tanh(x @ w) ** 2
+    >>> print(sj.show(sj.jacobian(f), np.zeros(2), np.zeros((2, 2))))
+    jacobian of f with respect to x, for x (2,), w (2, 2)
+      J 2×2: 4 nonzero entries; 18 operations as a shared graph, 48 written out in full
+      τ₁ = tanh(w_0_0*x_0 + w_1_0*x_1)
+      τ₂ = 1 - τ₁**2
+      J[0, 0] = 2*w_0_0*τ₁*τ₂
+      J[0, 1] = 2*w_1_0*τ₁*τ₂
+      τ₃ = tanh(w_0_1*x_0 + w_1_1*x_1)
+      τ₄ = 1 - τ₃**2
+      J[1, 0] = 2*w_0_1*τ₃*τ₄
+      J[1, 1] = 2*w_1_1*τ₃*τ₄
+    """
+    return _as_transform(transform).show(*args, limit=limit, **kwargs)
+
+
+def _split_vector(t: Transform, args: tuple) -> tuple[tuple, object]:
+    """The function's own arguments (bound) and the trailing vector, if given."""
+    n_primal = t.n_params - t.n_extra if t.n_params is not None else len(args) - t.n_extra
+    vector = args[n_primal] if t.n_extra and len(args) > n_primal else None
+    return t.bind_primal(args[:n_primal]), vector
+
+
+def explanation(transform, *args) -> str:
+    """The text :func:`explain` prints."""
+    if isinstance(transform, Batched):
+        t = transform.inner
+        axes = list(transform.in_axes) if isinstance(transform.in_axes, (tuple, list)) else [transform.in_axes] * len(args)
+        sizes = {np.shape(a)[ax] for a, ax in zip(args, axes, strict=False) if ax is not None and np.ndim(a) > ax}
+        size = sizes.pop() if len(sizes) == 1 else "B"
+        sample = tuple(np.take(np.asarray(a), 0, axis=ax) if ax is not None else a
+                       for a, ax in zip(args, axes, strict=False))
+        primal, vector = _split_vector(t, sample)
+        return _explain.batched_explanation(t.request, primal, vector, size, axes, transform.out_axes)
+    t = _as_transform(transform)
+    primal, vector = _split_vector(t, args)
+    return _explain.explanation(t.request, primal, vector)
+
+
+def explain(transform, *args, file=None) -> None:
+    """Print what ``transform`` computes for arguments shaped like ``args``.
+
+    The explanation states the function's shapes, its Jacobian (or Hessian)
+    in index notation, which shape each vector must have, the result as an
+    index formula with the equivalent PyTorch and JAX calls, the product to
+    use for the other question (``J·v`` or ``uᵀJ``), and the cost of each for
+    these shapes.  The trailing ``v`` or ``u`` may be left out; a wrong-shaped
+    one is explained rather than raised.  A plain function is explained as
+    its values and the derivatives one can ask of it.
+
+    Args:
+        transform: a symjac transform (``sj.vjp(f)``, ``sj.jacobian(f, argnums=1)``, ...)
+            or a plain function.
+        *args: the arguments as the transform takes them; only shapes (and
+            static arguments' values) matter.
+        file: where to print (default ``sys.stdout``).
+
+    >>> import numpy as np, symjac as sj
+    >>> def f(x):
+    ...     return np.outer(x, x)
+    >>> x = np.array([1.0, 2.0, 3.0, 4.0])
+    >>> sj.explain(sj.vjp(f), x, np.ones((4, 4)))  # doctest: +ELLIPSIS
+    vjp of f at x with cotangent u
+      f: x (4,) -> y (4, 4)           Jacobian J[i, j, k] = ∂y[i, j] / ∂x[k], shape (4, 4, 4)
+      u must have y's shape (4, 4); the result has x's shape (4,)
+      result[k] = Σ_{i,j} u[i, j] · J[i, j, k]
+        (PyTorch: torch.autograd.grad(y, x, grad_outputs=u); JAX: jax.vjp(f, x)[1](u)[0])
+      for the other question, sj.jvp(f)(x, v) computes J·v, how y moves when x moves along v:
+        v shaped like x (4,), the result shaped like y (4, 4)
+      cost, for these shapes (x: N = 4 entries; y: M = 16; f itself: 16 operations):
+    ...
+    """
+    print(explanation(transform, *args), file=file or sys.stdout)

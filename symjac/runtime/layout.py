@@ -1,0 +1,76 @@
+"""Output layouts: how a kernel's flat outputs become what a transform returns.
+
+A transform returns an array, a ``scipy.sparse`` matrix (``sparse=True``),
+or tuples of those.  The *template* of a result records that structure as
+plain data: ``None`` for an array, a :class:`SparseLayout` for a sparse
+block, tuples of templates; :func:`fill` puts computed outputs into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..diff.products import SymSparse
+from ..trace.symarray import SymArray
+
+#: indices fit in int32 below this many nonzeros (what SciPy itself chooses)
+_INT32_NNZ = 2**31
+
+
+@dataclass(frozen=True, eq=False)
+class SparseLayout:
+    """Turns a kernel's vector of nonzeros into a ``scipy.sparse`` matrix."""
+
+    format: str  # "csr" or "csc"
+    shape: tuple[int, int]
+    indices: np.ndarray
+    indptr: np.ndarray
+
+    @classmethod
+    def of(cls, block: SymSparse) -> SparseLayout:
+        """The layout of a symbolic sparse block's nonzeros."""
+        csr = block.format == "csr"
+        major, minor = (block.rows, block.cols) if csr else (block.cols, block.rows)
+        n_major = block.shape2d[0] if csr else block.shape2d[1]
+        index = np.int32 if block.size < _INT32_NNZ else np.int64
+        indptr = np.zeros(n_major + 1, dtype=index)
+        np.add.at(indptr, major + 1, 1)
+        return cls(block.format, block.shape2d, minor.astype(index), np.cumsum(indptr).astype(index))
+
+    def wrap(self, data: np.ndarray):
+        import scipy.sparse as sps
+
+        cls = sps.csr_matrix if self.format == "csr" else sps.csc_matrix
+        return cls((data, self.indices.copy(), self.indptr.copy()), shape=self.shape, copy=False)
+
+    def pattern(self):
+        """The nonzero pattern, as a boolean sparse matrix."""
+        return self.wrap(np.ones(self.indices.shape[0], dtype=bool))
+
+
+def template_of(result):
+    """The structure of a symbolic result (see the module docstring)."""
+    if isinstance(result, SymArray):
+        return None
+    if isinstance(result, SymSparse):
+        return SparseLayout.of(result)
+    return tuple(template_of(r) for r in result)
+
+
+def fill(template, outputs: Iterator):
+    """The result with ``template``'s structure, from the outputs in order."""
+    if template is None:
+        return next(outputs)
+    if isinstance(template, SparseLayout):
+        return template.wrap(next(outputs))
+    return tuple(fill(t, outputs) for t in template)
+
+
+def patterns(template):
+    """The nonzero patterns of a template's sparse blocks, nested like it."""
+    if isinstance(template, SparseLayout):
+        return template.pattern()
+    return tuple(patterns(t) for t in template)

@@ -1,0 +1,120 @@
+"""The in-memory store: every program this process holds, per user function.
+
+Each user function (the *root* of a transform) has a :class:`Root`: one
+:class:`KernelTable` per chain of products (``jacobian``, ``grad`` of it, ...)
+mapping call keys to programs.  Roots are held weakly
+by the function: dropping the function frees its programs.  Functions that
+cannot be weakly referenced (``__slots__`` objects) get a Root owned by the
+transform that asked, never one found by ``id()``.
+
+At most ``LIMITS.max_kernels`` programs are kept; the least recently used
+are dropped first (a dropped program comes back from the disk cache).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+import weakref
+from collections.abc import Callable
+
+from .. import _config
+from . import stats
+
+
+class KernelTable(dict):
+    """The programs of one root function and chain of products, by call key."""
+
+    __slots__ = ("__weakref__",)
+
+
+class Root:
+    """What the store keeps for one user function."""
+
+    __slots__ = ("tables", "__weakref__")
+
+    def __init__(self, fn: Callable):
+        self.tables: dict[tuple, KernelTable] = {}
+
+    def table(self, chain: tuple) -> KernelTable:
+        table = self.tables.get(chain)
+        if table is None:
+            table = self.tables[chain] = KernelTable()
+        return table
+
+
+_ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hashable functions -> Root
+_BY_ID: dict[int, tuple[weakref.ref, Root]] = {}  # unhashable ones (dataclasses): id -> (ref, Root)
+#: every program held, weakly -> (its table, weakly; its key)
+_LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+clock = itertools.count()  #: the order of uses: programs record it as last_used
+#: bumped whenever programs are dropped wholesale (clear_caches), so caches
+#: outside the store (vmap's) know to drop theirs
+generation = 0
+
+
+def root_for(fn: Callable) -> Root:
+    """The Root of ``fn``: shared by every transform of ``fn`` while ``fn`` lives."""
+    try:
+        root = _ROOTS.get(fn)
+        if root is None:
+            root = _ROOTS[fn] = Root(fn)
+        return root
+    except TypeError:  # unhashable, or not weakly referenceable
+        pass
+    try:
+        entry = _BY_ID.get(id(fn))
+        if entry is not None and entry[0]() is fn:
+            return entry[1]
+        root = Root(fn)
+        _BY_ID[id(fn)] = (weakref.ref(fn, functools.partial(_forget_id, id(fn))), root)
+        return root
+    except TypeError:  # no weak references (__slots__): the caller owns this Root
+        return Root(fn)
+
+
+def _forget_id(key: int, ref: weakref.ref) -> None:
+    entry = _BY_ID.get(key)
+    if entry is not None and entry[0] is ref:
+        del _BY_ID[key]
+
+
+def _bump() -> None:
+    global generation
+    generation += 1
+
+
+def insert(table: KernelTable, key, program) -> None:
+    """Keep ``program`` for ``key``, dropping the least recently used
+    programs beyond the max_kernels limit."""
+    table[key] = program
+    _LIVE[program] = (weakref.ref(table), key)
+    program.last_used = next(clock)
+    excess = len(_LIVE) - _config.LIMITS.max_kernels
+    if excess > 0:
+        oldest = sorted(_LIVE.items(), key=lambda item: item[0].last_used)[:excess]
+        for old, (table_ref, old_key) in oldest:
+            _drop(old, table_ref, old_key)
+            stats.STATS.evictions += 1
+
+
+def _drop(program, table_ref, key) -> None:
+    table = table_ref()
+    if table is not None and table.get(key) is program:
+        del table[key]
+    _LIVE.pop(program, None)
+
+
+def live() -> int:
+    """Programs held in memory now."""
+    return len(_LIVE)
+
+
+def clear() -> None:
+    """Drop every program held in memory (every table, every transform's)."""
+    for program, (table_ref, key) in list(_LIVE.items()):
+        _drop(program, table_ref, key)
+    for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
+        del sys.modules[name]
+    _bump()
