@@ -313,6 +313,8 @@ class Recorder(_Namespace):
 
     maximum = _pair("maximum")
     minimum = _pair("minimum")
+    fmax = _pair("fmax")
+    fmin = _pair("fmin")
     less = _pair("less")
     less_equal = _pair("less_equal")
     greater = _pair("greater")
@@ -747,6 +749,8 @@ BINARY = {
     "np.hypot": ("np.hypot({0}, {1})", "pos", lambda x, y: (y.lo, math.hypot(x.mag, y.mag))),
     "np.maximum": ("np.maximum({0}, {1})", None, lambda x, y: (max(x.lo, y.lo), max(x.hi, y.hi))),
     "np.minimum": ("np.minimum({0}, {1})", None, lambda x, y: (min(x.lo, y.lo), min(x.hi, y.hi))),
+    "np.fmax": ("np.fmax({0}, {1})", None, lambda x, y: (max(x.lo, y.lo), max(x.hi, y.hi))),
+    "np.fmin": ("np.fmin({0}, {1})", None, lambda x, y: (min(x.lo, y.lo), min(x.hi, y.hi))),
     "np.fmod": ("np.fmod({0}, {1})", "pos", lambda x, y: (-y.hi, y.hi)),
     "np.remainder": ("np.remainder({0}, {1})", "pos", lambda x, y: (0.0, y.hi)),
     # (np.mod and np.floor_divide, not % and //: the recorder sees functions, not operators)

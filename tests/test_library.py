@@ -75,6 +75,43 @@ EDGE = [
     ("split-empty-part", lambda a: np.split(a, [0, 0])[2] + np.split(a, [0, 0])[1].sum(), [np.array([1.0, 2.0, 3.0])]),
     ("hsplit-1d", lambda a: np.hsplit(a, 2)[0], [np.array([1.0, 2.0, 3.0, 4.0])]),
     ("array_split-uneven", lambda a: np.array_split(a, 3, axis=1)[2], [np.arange(10.0).reshape(2, 5)]),
+    # trace/logic.py and trace/layout.py
+    ("fmax-fmin", lambda a: np.fmax(a, a[::-1]) + np.fmin(a, 0.5) * 2.0, [np.array([0.3, nan, -0.0, inf, -inf, nan])]),
+    ("nan_to_num", lambda a: np.nan_to_num(a) + np.nan_to_num(a, nan=-1.0, posinf=9.0, neginf=-9.0),
+     [np.array([0.3, nan, inf, -inf, -2.0])]),
+    ("nan_to_num-f32", lambda a: np.nan_to_num(a), [np.array([inf, -inf, nan], dtype=np.float32)]),
+    ("signbit", lambda a: np.signbit(a) * 1.0 + np.signbit(a.astype(np.float32)), [np.array([0.3, -0.0, 0.0, -inf, -2.0])]),
+    ("all-any", lambda a: np.stack([np.all(a), np.any(a), np.all(a > 0), np.any(np.isnan(a))]),
+     [np.array([1.0, nan, -0.0]), np.array([0.0, 0.0]), np.zeros(0)]),
+    ("all-any-axes", lambda a: np.all(a, axis=0) & np.any(a > 1, axis=(0,), keepdims=False), [np.array([[1.0, 0.0], [2.0, 3.0]])]),
+    ("nanprod", lambda a: np.nanprod(a, axis=-1), [np.array([[nan, 2.0, inf], [nan, nan, nan]])]),
+    ("nanvar-nanstd", lambda a: np.nanvar(a, axis=1) + np.nanstd(a, axis=1, ddof=1),
+     [np.array([[nan, 2.0, 3.5, 1.0], [nan, nan, 4.0, 4.5], [1.0, inf, 2.0, 3.0]])]),
+    ("nanvar-dof", lambda a: np.nanvar(a, axis=1, ddof=1), [np.array([[nan, 2.0], [nan, nan], [1.0, 3.0]])]),
+    ("piecewise", lambda a: np.piecewise(a, [a < 1, a >= 1], [lambda v: v * v, lambda v: 2 * v, -1.0]),
+     [np.array([0.3, nan, 1.0, 2.5, -inf])]),
+    ("piecewise-default", lambda a: np.piecewise(a, [a < 0.5], [np.sin, 7.0]), [np.array([0.3, nan, 1.0])]),
+    ("convolve", lambda a: np.concatenate([np.convolve(a, [1.0, -2.0, 1.5]), np.convolve([1.0, -2.0], a, mode="same"),
+                                            np.convolve(a, [1.0, 0.5, 2.0], mode="valid"), np.convolve(a[:1], a)]),
+     [np.array([0.3, 1.2, -2.0, 0.7])]),
+    ("vander", lambda a: np.vander(a, 4) + np.vander(a, increasing=True)[:, :1] + np.vander(a).sum(),
+     [np.array([0.3, -1.5, inf])]),
+    ("cumulative", lambda a: np.cumulative_sum(a, include_initial=True) + np.cumulative_prod(a, include_initial=True),
+     [np.array([0.3, inf, -2.0]), np.zeros(0)]),
+    ("ediff1d", lambda a: np.ediff1d(a, to_begin=[9.0], to_end=a[:2]) + np.ediff1d(a).sum(), [np.array([[0.3, inf], [nan, 2.0]])]),
+    ("meshgrid-sparse", lambda a: np.meshgrid(a[:2], a[1:], sparse=True)[1] * np.meshgrid(a[:2], a[1:])[0],
+     [np.array([0.3, 1.2, 2.0])]),
+    ("cov-corrcoef-few", lambda a: np.stack([np.cov(a[:1]), np.corrcoef(a[:1]), np.cov(a[:1], ddof=0), np.cov(a[:2], ddof=2)]),
+     [np.array([0.3, 1.2, 2.0])]),
+    ("sort", lambda a: np.sort(a) + np.sort(a[::-1]), [np.array([0.3, nan, -0.0, inf, -inf, 2.0, 0.3, nan, 1.0])]),
+    ("sort-axes", lambda a: np.sort(a, axis=0) + np.sort(a, axis=None).reshape(a.shape), [np.array([[3.0, nan], [1.0, -2.0]])]),
+    ("median", lambda a: np.stack([np.median(a[:4]), np.median(a), np.median(a[[0, 3]]), np.median(a[[4, 3]])]),
+     [np.array([0.3, 2.0, -1.0, inf, -inf]), np.array([0.3, nan, -1.0, 2.0, 5.0])]),
+    ("quantile", lambda a: np.concatenate([np.quantile(a, [0.0, 0.1, 0.5, 0.75, 1.0]), np.percentile(a[:3], [30, 99])]),
+     [np.array([0.3, 2.0, -1.0, 7.5, 1.25]), np.array([1.0, inf, 2.0, 0.5, -3.0]), np.array([1.0, nan, 2.0, 0.5, -3.0])]),
+    ("quantile-axis", lambda a: np.quantile(a, 0.3, axis=0, keepdims=True), [np.arange(12.0).reshape(4, 3) ** 1.5]),
+    ("layout", lambda a: np.block([[a[:2], a[2:4]], [a[4:], a[:2]]]).sum(axis=1) + np.rot90(np.atleast_3d(a[:4].reshape(2, 2))[..., 0], 3)
+     + np.broadcast_arrays(a[:2], a[:1])[1] + np.dstack([a[:2], a[2:4]])[0, :, 0], [np.array([0.3, 1.2, 2.0, -1.0, 4.0, 5.0])]),
 ]
 
 
@@ -128,6 +165,17 @@ REFUSED = [
     (lambda a: np.interp(a, a, [1.0, 2.0]), NotImplementedError, "np.interp's sample points xp"),
     (lambda a: np.interp(a, [0.0, 1.0], a, period=2.0), NotImplementedError, "np.mod(x, period)"),
     (lambda a: np.delete(a, a > 0), NotImplementedError, "np.delete's positions"),
+    (lambda a: np.take_along_axis(a, np.where(a > 1.0, 1, 0), axis=0), NotImplementedError, "np.take_along_axis: expected concrete"),
+    (lambda a: np.convolve(a, [], mode="full"), ValueError, "two non-empty vectors"),
+    (lambda a: np.convolve(a, [1.0], mode="middle"), ValueError, "'full', 'same' or 'valid'"),
+    (lambda a: np.cumulative_sum(np.outer(a, a)), ValueError, "axis= for a 2-d array"),
+    (lambda a: np.piecewise(a, [a > 0], [np.sin, np.cos, np.tan]), ValueError, "1 or 2 functions for 1 conditions"),
+    (lambda a: np.vander(np.outer(a, a)), ValueError, "a 1-d array"),
+    (lambda a: np.cov(a, aweights=[1.0, 2.0]), NotImplementedError, "(w * d) @ d.T"),
+    (lambda a: np.cov(a.reshape(1, 1, 2)), ValueError, "at most 2 dimensions"),
+    (lambda a: np.quantile(a, a[0] / 3.0), NotImplementedError, "expected concrete q"),
+    (lambda a: np.quantile(a, 1.5), ValueError, "expected q in [0, 1]"),
+    (lambda a: np.percentile(a, 50, method="nearest"), NotImplementedError, "method='linear'"),
     (lambda a: np.split(a, 3), ValueError, "equal division"),  # NumPy's own error, as NumPy raises it
 ]
 
@@ -163,3 +211,12 @@ def test_products_and_sums_with_nan_and_infinite_constants_lower():
     with sj.compiling("never"):
         for f in fns:
             _identical(sj.jit(f)(x), f(x))
+
+
+def test_piecewise_discards_the_branches_a_condition_excludes_with_their_derivatives():
+    f = lambda a: np.piecewise(a, [a > 0], [np.log, lambda v: v * v])  # noqa: E731 (log of negatives excluded)
+    x = np.array([-1.0, 2.0, -0.5, 0.25])
+    with sj.compiling("never"):
+        _identical(sj.jit(f)(x), np.where(x > 0, np.log(np.abs(x)), x * x))
+        np.testing.assert_array_equal(sj.jacobian(f)(x), np.diag(np.where(x > 0, 1 / x, 2 * x)))
+    check_grads(lambda a: np.sum(f(a)), [x], order=2)

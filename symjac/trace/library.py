@@ -269,6 +269,48 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     return elementwise(node, (x,), np.dtype(np.float64))
 
 
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    """np.cov without weights, in NumPy's steps: deviations from the mean, X @ X.T / (N - ddof)."""
+    if fweights is not None or aweights is not None:
+        raise UnsupportedOperationError(
+            "np.cov(fweights=/aweights=) while tracing: expected no weights -> got weights -> compute the weighted "
+            "covariance with np.average and a product, e.g. (w * d) @ d.T / w.sum() with d the deviations."
+        )
+    x = from_object_array(m)
+    if x.ndim > 2:
+        raise ArgumentError(f"np.cov: expected at most 2 dimensions -> got shape {x.shape} -> pass a vector or a matrix.")
+    x = np.reshape(x, (1, -1)) if x.ndim < 2 else x
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    if y is not None:
+        yy = from_object_array(y)
+        yy = np.reshape(yy, (1, -1)) if yy.ndim < 2 else yy
+        if not rowvar and yy.shape[0] != 1:
+            yy = yy.T
+        x = np.concatenate([x, yy], axis=0)
+    dt = float_dtype(x.dtype) if dtype is None else np.dtype(dtype)
+    x = SymArray(x.elems, dt)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    fact = x.shape[1] - ddof
+    dev = x - np.mean(x, axis=1)[:, None]
+    with np.errstate(divide="ignore"):  # (NumPy: a warning, and inf/NaN, for fact <= 0)
+        scale = np.true_divide(1, max(fact, 0))
+    c = (dev @ dev.T) * scale
+    return np.squeeze(c)
+
+
+def corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    """np.corrcoef: the covariance over the outer product of standard deviations, clipped to [-1, 1]."""
+    c = cov(x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return c / c
+    d = np.sqrt(np.diagonal(c))
+    c = c / d[:, None]
+    c = c / d[None, :]
+    return np.clip(c, -1, 1)
+
+
 # ----- structure with concrete positions -------------------------------------------------------------
 
 

@@ -288,6 +288,15 @@ class SymArray:
     def cumprod(self, axis=None):
         return BY_NAME["cumprod"].build(self, axis)
 
+    def all(self, axis=None, out=None, keepdims=False, *, where=None):
+        return BY_NAME["all"].build(self, axis, out, keepdims, where=where)
+
+    def any(self, axis=None, out=None, keepdims=False, *, where=None):
+        return BY_NAME["any"].build(self, axis, out, keepdims, where=where)
+
+    def ptp(self, axis=None, out=None, keepdims=False):
+        return BY_NAME["ptp"].build(self, axis, out, keepdims)
+
 
 def _reduction_method(name: str) -> Callable:
     def method(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
