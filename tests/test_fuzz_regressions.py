@@ -103,9 +103,12 @@ NAN_LOGIC = {
     "not not": lambda x: _pick(np.logical_not(np.logical_not(x > 0.0)), x),
     "and with itself": lambda x: _pick(np.logical_and(x > 0.0, x > 0.0), x),
     "comparison of a traced constant with NaN": lambda x: _pick(np.less(_half(x), np.nan), x),
+    "comparisons with NaN in a conjunction": lambda x: _pick(np.logical_and(np.less(np.inf, x), np.less(np.nan, x)), x),
+    "comparisons with NaN in a disjunction": lambda x: _pick(np.logical_or(np.less(x, np.nan), np.not_equal(np.nan, x)), x),
     # SymPy cannot order NaN: Max(0.5, nan) raised while folding constants
     "maximum of constants with NaN": lambda x: x + np.maximum(_half(x), np.nan),
     "minimum of constants with NaN": lambda x: x + np.minimum(np.nan, _half(x)),
+    "clip of a NaN constant": lambda x: np.clip(x + np.array([np.inf, np.nan, 1.0, 0.5]), 0.0, 1.0),
 }
 
 

@@ -379,12 +379,11 @@ _COMPARE = {
 
 def compare(head: type, a: Basic, b: Basic) -> Basic:
     """A relational node ``a < b`` (etc.); constants compare as float64 values
-    compare (every comparison with NaN is false but ``!=``)."""
+    compare, and every comparison with a NaN constant is false but ``!=``."""
+    if a is sp.nan or b is sp.nan:  # whatever the other side (also keeps NaN out of SymPy's sorting)
+        return TRUE if head is sp.Ne else FALSE
     if a.is_Number and b.is_Number:
-        x, y = number_value(a), number_value(b)
-        if math.isnan(x) or math.isnan(y):  # (not compared: an ordered compare raises the invalid flag)
-            return TRUE if head is sp.Ne else FALSE
-        return TRUE if _COMPARE[head](x, y) else FALSE
+        return TRUE if _COMPARE[head](number_value(a), number_value(b)) else FALSE
     return _node(head, (a, b))
 
 
