@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import sympy as sp
 
 from . import graph as g
@@ -156,6 +157,8 @@ class Op:
             return self.build(*args)
         if self.head in g.RELATIONALS:
             return g.compare(self.head, *args)
+        if self.fold is not None and self.kind != "logic" and all(a.is_Number for a in args):
+            return _fold_numbers(self.fold, args)  # as NumPy computes it (SymPy cannot order NaN in Max)
         return g.call(self.head, *args)
 
     def __post_init__(self):
@@ -164,6 +167,11 @@ class Op:
 
     def may_blow_up(self, node) -> bool:
         return self.blows_up(node) if callable(self.blows_up) else self.blows_up
+
+
+def _fold_numbers(fold: Callable, args) -> sp.Basic:
+    with np.errstate(all="ignore"):
+        return g.const(fold(*(np.float64(g.number_value(a)) for a in args)))
 
 
 class NumpyFunction(sp.Function):
