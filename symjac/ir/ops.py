@@ -295,7 +295,7 @@ RECORDS: tuple[Op, ...] = (
        _bool_fold(lambda p: not p), sp.Not, derivative=ZERO, kind="logic"),
 )
 
-# rounding, remainders and special functions (numeric_ops builds on the classes above)
+# rounding, remainders and special functions (numeric_ops builds on the record format, record.py)
 from .numeric_ops import RECORDS as _NUMERIC  # noqa: E402
 
 RECORDS = RECORDS + _NUMERIC
