@@ -4,6 +4,8 @@ within a few ulps where symjac calls the C library, and the derivative
 conventions at kinks.  (Every row also has cases in primitive_cases.py.)"""
 
 import itertools
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -147,9 +149,6 @@ def test_xlogy_derivative_follows_jax_at_zero():
 
 
 def test_scipy_special_is_not_imported_by_symjac():
-    import subprocess
-    import sys
-
     code = "import sys, symjac, numpy as np; symjac.jit(lambda x: np.sin(x))(np.ones(2)); print('scipy.special' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
@@ -172,3 +171,22 @@ def test_scipy_logsumexp_softmax_and_log_softmax_trace_in_user_code():
     # large values: no overflow (the maximum is subtracted first)
     big = x * 1000.0
     np.testing.assert_allclose(sj.grad(lambda x: logsumexp(x))(big), special.softmax(big), atol=1e-300)
+
+
+_SLP_ABORT = """
+import numpy as np, symjac as sj
+from scipy.special import softmax
+from symjac.testing import check_grads
+x = np.array([0.3, 1.2, 2.0, 0.7, -0.4])
+f = lambda x: softmax(np.outer(x, x), axis=0)
+with sj.compiling("sync"):
+    check_grads(f, [x], order=2)  # (the VJP of a JVP along a random vector was the program)
+print("ok")
+"""
+
+
+def test_kernels_that_llvms_slp_vectorizer_aborts_on_compile():
+    # (LLVM's SLP vectorizer failed an assertion on this program and aborted the process; run apart)
+    pytest.importorskip("scipy.special")
+    done = subprocess.run([sys.executable, "-c", _SLP_ABORT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -99,10 +99,12 @@ def compile_object(symbol: str, kind: str, text: str) -> bytes:
     module.verify()
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     # no loop vectorizer: loops here walk samples or rerolled entries with strided stores,
-    # which it turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4);
-    # straight-line code is still vectorised (SLP)
+    # which it turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4).
+    # No SLP vectorizer either: on some programs (the second derivatives of a softmax over an
+    # outer product) it fails an assertion of llvmlite's LLVM (SLPVectorizer.cpp,
+    # incrementUnscheduledDeps), which aborts the process
     options.loop_vectorization = False
-    options.slp_vectorization = True
+    options.slp_vectorization = False
     builder = llvm.create_pass_builder(tm, options)
     builder.getModulePassManager().run(module, builder)
     return tm.emit_object(module)
