@@ -246,7 +246,8 @@ def _optimise() -> None:
     while True:
         symbol, kind, text = _optimising.get()
         try:
-            code = compile_object(symbol, kind, text)
+            with _compile._collector_paused():
+                code = compile_object(symbol, kind, text)
             _write_object(_object_path(symbol), symbol, code)
             _load(symbol, code)
             _quick.discard(symbol)
