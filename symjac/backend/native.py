@@ -42,6 +42,7 @@ from numba.extending import intrinsic
 from . import compiler as _compile
 from .emit import body_ir, vm_ir
 from .program import from_text
+from .vector import batch_body_ir
 
 _lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
 _compiling: dict[str, threading.Lock] = {}  # symbol -> held while it is compiled (others compile in parallel)
@@ -60,7 +61,8 @@ def fingerprint() -> str:
     versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
     h.update(f"{versions} {platform.machine()}".encode())
     for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "native.py", here / "kernels.py",
-                 here / "program.py", here / "reroll.py"):
+                 here / "program.py", here / "reroll.py",
+                 here / "vector.py"):
         h.update(path.read_bytes())
     return h.hexdigest()
 
@@ -87,6 +89,8 @@ def _source(symbol: str, kind: str, text: str) -> str:
     if kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
         return vm_ir(symbol, "float" if text == "float32" else "double")
     program, layout = from_text(text)
+    if layout.batched is not None:
+        return batch_body_ir(symbol, program, layout)
     return body_ir(symbol, program, layout)
 
 
