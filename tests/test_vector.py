@@ -132,3 +132,47 @@ def test_the_batch_body_is_vectorised_and_shows_it():
     text = sj.vmap(sj.jacobian(lambda x: np.sin(x) * x[::-1])).source(np.zeros((2, 3)), llvm=True)
     assert f"fmul <{width} x double>" in text and ".block(" in text
     assert "call double @cos(double" in text  # libm lane by lane: libm's bits
+
+
+def _lorenz(u):
+    x, y, z = u[0], u[1], u[2]
+    return np.stack([10.0 * (y - x), x * (28.0 - z) - y, x * y - (8.0 / 3.0) * z])
+
+
+def test_memory_bound_programs_keep_the_sample_loop_with_the_same_results():
+    """Lorenz's Jacobian writes 9 entries from 3 operations: the batch body
+    loops over samples (writing a block's rows together was slower)."""
+    V, J = sj.vmap(sj.jacobian(_lorenz)), sj.jacobian(_lorenz)
+    text = V.source(np.zeros((2, 3)), llvm=True)
+    assert "x double>" not in text and "i64 %start, i64 %stop" in text
+    with sj.compiling("sync"):
+        assert V.compile(np.zeros((2, 3))).tier == "kernel"
+        for n in (0, 1, 7, 9, 33):
+            X = _batch(n, np.float64)
+            with np.errstate(all="ignore"):
+                want = np.stack([J(x) for x in X]) if n else np.zeros((0, 3, 3))
+                assert V(X).tobytes() == want.tobytes(), f"batch of {n}"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_read_and_written_in_tiles_match_the_per_sample_kernel(dtype):
+    """A small tanh network whose input (W + 3 entries) and Jacobian (2 x (W + 3))
+    fill whole tiles of W entries and leave some over."""
+    width = block_width(dtype)
+    A = (rng.standard_normal((5, width + 3)) / 4).astype(dtype)
+    B = (rng.standard_normal((2, 5)) / 2).astype(dtype)
+
+    def net(x):
+        return np.asarray(B) @ np.tanh(np.asarray(A) @ x)
+
+    V, J = sj.vmap(sj.jacobian(net)), sj.jacobian(net)
+    sample = np.zeros((1, width + 3), dtype)
+    assert "shufflevector" in V.source(sample, llvm=True)
+    with sj.compiling("sync"):
+        assert V.compile(sample).tier == "kernel" and J.compile(sample[0]).tier == "kernel"
+        for n in (1, width - 1, width, 2 * width + 3):
+            X = rng.standard_normal((n, width + 3)).astype(dtype)
+            X[0, :3] = [np.inf, -0.0, np.nan]
+            with np.errstate(all="ignore"):
+                got, want = V(X), np.stack([J(x) for x in X])
+            assert got.dtype == dtype and got.tobytes() == want.tobytes(), f"batch of {n}"

@@ -12,8 +12,9 @@ microseconds per operation.
 :func:`body_ir` writes a kernel body as a whole LLVM module: straight-line
 code, and the loops the reroller finds (index tables as constant globals),
 which compute exactly the operations the straight-line code would, in the
-same order.  Batch bodies run the same program on blocks of samples
-(``vector.py``).
+same order; for a batch, a loop over a range of samples around it (or, for
+programs that compute more than they write, blocks of samples on vectors:
+``vector.py``).
 :func:`vm_ir` writes the tape interpreter's loop, whose cases are the same
 records emitted through the same helper: kernels and tape give the same bits.
 """
@@ -30,6 +31,8 @@ from .reroll import find_loops
 
 #: more constant entries than this are written by a loop over tables
 CONST_TABLE = 16
+#: a batch sample with more unwritten entries than this is zeroed with memset first
+MEMSET_ZEROS = 32
 _PREDICATE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
 
 
@@ -199,8 +202,8 @@ def _index(e: TextEmitter, values: list[int], k: str) -> str:
     return e.lookup(e.table(values, "i64"), len(values), k, "i64")
 
 
-def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True) -> None:
-    """Emit ``program``: every store and constant store."""
+def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True, consts: bool = True) -> None:
+    """Emit ``program``: every store, and the constant stores unless ``consts`` is False."""
     counts = uses(program)
     loops = find_loops(program, counts) if roll else []
     covered = set().union(*(grp.covered for grp in loops)) if loops else set()
@@ -222,7 +225,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
     for grp in loops:
         e.loop("0", str(len(grp.outs)), lambda k, grp=grp: _loop_body(e, program, grp, frame, k))
     by_output: dict[int, list] = {}
-    for out, flat, value in program.const_stores:
+    for out, flat, value in program.const_stores if consts else ():
         by_output.setdefault(out, []).append((flat, value))
     for out, items in sorted(by_output.items()):
         if len(items) <= CONST_TABLE:
@@ -366,22 +369,57 @@ def _module(e: TextEmitter, symbol: str, params: str) -> str:
     ])
 
 
+def _written(program: Program, n_outputs: int) -> list[set]:
+    written: list[set] = [set() for _ in range(n_outputs)]
+    for out, flat, _ in (*program.stores, *program.const_stores):
+        written[out].add(flat)
+    return written
+
+
 def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) -> str:
-    """A single kernel's body as an LLVM module defining ``void @<symbol>(...)``.
+    """The kernel body as an LLVM module defining ``void @<symbol>(...)``.
 
     Parameters: per input a pointer to its elements (a ``double``/``float``
-    value for a scalar input), per output a pointer.  Batch bodies
-    (``layout.batched`` set) are vectorised across samples: ``vector.batch_body_ir``.
+    value for a scalar input of a single kernel), per output a pointer.  A
+    batch body (``layout.batched`` set) also takes ``i64 %start, i64 %stop``
+    and runs the samples in that range one after the other: batched inputs
+    and the outputs are indexed from the sample's offset, and every entry of
+    each sample's outputs is written (structural zeros too).  (Batch bodies
+    whose work is computing rather than writing run blocks of samples on
+    vectors instead: ``vector.batch_body_ir``.)
     """
-    if layout.batched is not None:
-        raise ValueError("a batch body is written by vector.batch_body_ir")
     ftype = "float" if layout.dtype == np.float32 else "double"
     e = TextEmitter(ftype, symbol)
+    batched = layout.batched
     params, inputs = [], []
     for i in range(len(layout.in_sizes)):
-        pointer = not layout.in_scalar[i]
+        pointer = not layout.in_scalar[i] or (batched is not None and batched[i])
         params.append(f"ptr noalias %in{i}" if pointer else f"{ftype} %in{i}")
         inputs.append((pointer, f"%in{i}"))
     params += [f"ptr noalias %out{k}" for k in range(len(layout.out_sizes))]
-    emit_program(e, program, Frame(e, inputs, [f"%out{k}" for k in range(len(layout.out_sizes))]), roll)
+    if batched is None:
+        emit_program(e, program, Frame(e, inputs, [f"%out{k}" for k in range(len(layout.out_sizes))]), roll)
+    else:
+        params += ["i64 %start", "i64 %stop"]
+        written = _written(program, len(layout.out_sizes))
+
+        def sample(i: str) -> None:
+            ins = [(p, e.emit(f"getelementptr inbounds {ftype}, ptr {name}, i64 {e.emit(f'mul i64 {i}, {size}')}"))
+                   if flag else (p, name)
+                   for (p, name), flag, size in zip(inputs, batched, layout.in_sizes, strict=True)]
+            outs = [e.emit(f"getelementptr inbounds {ftype}, ptr %out{k}, i64 {e.emit(f'mul i64 {i}, {size}')}")
+                    for k, size in enumerate(layout.out_sizes)]
+            frame = Frame(e, ins, outs)
+            for k, size in enumerate(layout.out_sizes):
+                missing = sorted(set(range(size)) - written[k])
+                if len(missing) > MEMSET_ZEROS:
+                    nbytes = size * (4 if ftype == "float" else 8)
+                    e.declare("llvm.memset.p0.i64", "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
+                    e.lines.append(f"  call void @llvm.memset.p0.i64(ptr {outs[k]}, i8 0, i64 {nbytes}, i1 false)")
+                else:
+                    for flat in missing:
+                        frame.store(k, str(flat), e.const(0.0))
+            emit_program(e, program, frame, roll)
+
+        e.loop("%start", "%stop", sample)
     return _module(e, symbol, ", ".join(params))

@@ -42,13 +42,15 @@ from numba.extending import intrinsic
 from . import compiler as _compile
 from .emit import body_ir, vm_ir
 from .program import from_text
-from .vector import batch_body_ir
+from .vector import batch_body_ir, vectorize
 
 _lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
 _compiling: dict[str, threading.Lock] = {}  # symbol -> held while it is compiled (others compile in parallel)
 _engines: dict[str, object] = {}  # symbol -> its execution engine (kept alive: it owns the code)
 _addresses: dict[str, int] = {}  # extra entry points of loaded bodies (the tape's .run/.rows), by name
 _DIGEST = 16
+#: bodies whose straight-line code LLVM's SLP vectoriser works on
+SLP_KINDS = ("kernel", "vm")
 _initialized = False
 
 
@@ -89,7 +91,7 @@ def _source(symbol: str, kind: str, text: str) -> str:
     if kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
         return vm_ir(symbol, "float" if text == "float32" else "double")
     program, layout = from_text(text)
-    if layout.batched is not None:
+    if layout.batched is not None and vectorize(program, layout):
         return batch_body_ir(symbol, program, layout)
     return body_ir(symbol, program, layout)
 
@@ -102,11 +104,12 @@ def compile_object(symbol: str, kind: str, text: str) -> bytes:
     module.triple, module.data_layout = tm.triple, str(tm.target_data)
     module.verify()
     options = llvm.create_pipeline_tuning_options(speed_level=3)
-    # no loop vectorizer: loops here walk samples or rerolled entries with strided stores,
-    # which it turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4);
-    # straight-line code is still vectorised (SLP)
+    # no loop vectorizer: loops here walk rerolled entries with strided stores, which it
+    # turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4).  Straight-line
+    # code of single kernels is vectorised (SLP); batch bodies are vector code already,
+    # where SLP only costs compile time (1 s of 1.6 s for a 329-op batch body)
     options.loop_vectorization = False
-    options.slp_vectorization = True
+    options.slp_vectorization = kind in SLP_KINDS
     builder = llvm.create_pass_builder(tm, options)
     builder.getModulePassManager().run(module, builder)
     return tm.emit_object(module)
