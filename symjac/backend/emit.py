@@ -127,6 +127,11 @@ class TextEmitter:
         self.declare(full, f"declare {self.t} @{full}({', '.join([self.t] * len(args))})")
         return self.emit(f"call {self.t} @{full}({', '.join(f'{self.t} {a}' for a in args)})")
 
+    def exp2i(self, k):
+        bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
+        exponent = self.emit(f"add {bits} {self.emit(f'fptosi {self.t} {k} to {bits}')}, {bias}")
+        return self.emit(f"bitcast {bits} {self.emit(f'shl {bits} {exponent}, {shift}')} to {self.t}")
+
     def cmp(self, symbol: str, a, b):
         return self.emit(f"fcmp {_PREDICATE[symbol]} {self.t} {a}, {b}")  # != is unordered: true with NaN
 

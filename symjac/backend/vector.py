@@ -125,6 +125,14 @@ class VectorEmitter(TextEmitter):
         self.declare(full, f"declare {self.vt} @{full}({', '.join([self.vt] * len(args))})")
         return self.emit(f"call {self.vt} @{full}({', '.join(f'{self.vt} {a}' for a in args)})")
 
+    def exp2i(self, k):
+        w = self.width
+        bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
+        exponent = self.emit(f"add <{w} x {bits}> {self.emit(f'fptosi {self.vt} {k} to <{w} x {bits}>')}, "
+                             f"splat ({bits} {bias})")
+        shifted = self.emit(f"shl <{w} x {bits}> {exponent}, splat ({bits} {shift})")
+        return self.emit(f"bitcast <{w} x {bits}> {shifted} to {self.vt}")
+
     def cmp(self, symbol: str, a, b):
         return self.emit(f"fcmp {_PREDICATE[symbol]} {self.vt} {a}, {b}")
 

@@ -144,7 +144,9 @@ class Emitter(Protocol):
     def neg(self, a) -> Any: ...
     def call(self, function: str, *args) -> Any:  # libm by its double name (``sin``; ``sinf`` for float32)
         ...
-    def intrinsic(self, name: str, *args) -> Any:  # an exact LLVM intrinsic: sqrt, fabs, floor, ceil
+    def intrinsic(self, name: str, *args) -> Any:  # an exact LLVM intrinsic: sqrt, fabs, floor, ceil, copysign
+        ...
+    def exp2i(self, k) -> Any:  # 2.0 ** k, exactly, for an integer-valued k with |k| < 126
         ...
     def cmp(self, symbol: str, a, b) -> Any:  # < <= > >= == (false with NaN), != (true with NaN)
         ...
@@ -325,6 +327,41 @@ def _logaddexp_like(e, a, b, exp: str, at_tie: float, scale: float | None):
     return e.select(e.cmp("==", a, b), e.add(a, e.const(at_tie)), spread)
 
 
+# tanh from arithmetic (no libm call), so a batch computes it on SIMD vectors with the same bits
+# as a single kernel and the tape: libm's tanh cost ~20 ns a call, two thirds of an MLP batch.
+# tanh(x) = -t / (t + 2), t = expm1(-2|x|) for |x| < 1 and 1 - 2 / (t + 2), t = expm1(2|x|) below 22
+# (fdlibm's formulas), the sign copied from x; expm1 by Cody-Waite reduction y = k ln2 + r, |r| <= ln2/2,
+# its Taylor series to r**13 (truncation < 0.1 ulp) and an exact scaling by 2**k.  Worst error about
+# 2 ulp (tests/test_vector.py measures it against mpmath).
+_LN2_HI = 0.693145751953125  # 16 significant bits: k * _LN2_HI is exact in float64 and float32
+_LN2_LO = math.log(2) - _LN2_HI
+_EXPM1_TAYLOR = [1 / math.factorial(n) for n in range(13, 1, -1)]  # 1/13!, ..., 1/2
+
+
+def _expm1_reduced(e, y):
+    """expm1(y) for -2 < y < 44 (what tanh needs)."""
+    k = e.intrinsic("floor", e.add(e.mul(y, e.const(1 / math.log(2))), e.const(0.5)))
+    r = e.sub(e.sub(y, e.mul(k, e.const(_LN2_HI))), e.mul(k, e.const(_LN2_LO)))
+    q = e.const(_EXPM1_TAYLOR[0])
+    for c in _EXPM1_TAYLOR[1:]:
+        q = e.add(e.mul(q, r), e.const(c))
+    p = e.add(r, e.mul(e.mul(r, r), q))  # expm1(r)
+    s = e.exp2i(k)
+    return e.add(e.mul(s, p), e.sub(s, e.const(1.0)))  # 2**k (1 + p) - 1: s*p and s - 1 are exact
+
+
+def _tanh(e, x):
+    ax = e.intrinsic("fabs", x)
+    one, two = e.const(1.0), e.const(2.0)
+    a = e.select(e.cmp("<", ax, e.const(22.0)), ax, e.const(0.0))  # NaN, inf and |x| >= 22 compute on 0
+    near = e.cmp("<", a, one)
+    t = _expm1_reduced(e, e.select(near, e.mul(e.const(-2.0), a), e.mul(two, a)))
+    z = e.select(near, e.div(e.neg(t), e.add(t, two)), e.sub(one, e.div(two, e.add(t, two))))
+    z = e.select(e.cmp(">=", ax, e.const(22.0)), one, z)
+    z = e.select(e.cmp("<", ax, e.const(2.0 ** -28)), ax, z)  # tanh(x) rounds to x: keeps -0.0 and subnormals
+    return e.select(e.isnan(x), x, e.intrinsic("copysign", z, x))
+
+
 class logaddexp(NumpyFunction):  # noqa: N801  (prints as logaddexp(a, b))
     nargs = 2
     numpy = staticmethod(np.logaddexp)
@@ -386,7 +423,8 @@ RECORDS: tuple[Op, ...] = (
        sp.atan2, (np.arctan2,)),
     Op("sinh", 1, "hyperbolic sine", _libm("sinh"), Call("sinh"), np.sinh, sp.sinh, (np.sinh,), blows_up=True),
     Op("cosh", 1, "hyperbolic cosine", _libm("cosh"), Call("cosh"), np.cosh, sp.cosh, (np.cosh,), blows_up=True),
-    Op("tanh", 1, "hyperbolic tangent", _libm("tanh"), Call("tanh"), np.tanh, sp.tanh, (np.tanh,)),
+    Op("tanh", 1, "hyperbolic tangent (symjac's own arithmetic, within 2 ulp: vectorises)", _tanh, Call("tanh"),
+       np.tanh, sp.tanh, (np.tanh,)),
     Op("arcsinh", 1, "inverse hyperbolic sine", _libm("asinh"), Call("arcsinh"), np.arcsinh, sp.asinh,
        (np.arcsinh,)),
     Op("arccosh", 1, "inverse hyperbolic cosine", _libm("acosh"), Call("arccosh"), np.arccosh, sp.acosh,
