@@ -129,6 +129,8 @@ class TextEmitter:
 
     def exp2i(self, k):
         bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
+        k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
+        k = self.select(self.cmp("<", k, self.const(-bias)), self.const(-bias), k)  # exponent field 0: 0.0
         exponent = self.emit(f"add {bits} {self.emit(f'fptosi {self.t} {k} to {bits}')}, {bias}")
         return self.emit(f"bitcast {bits} {self.emit(f'shl {bits} {exponent}, {shift}')} to {self.t}")
 

@@ -128,6 +128,8 @@ class VectorEmitter(TextEmitter):
     def exp2i(self, k):
         w = self.width
         bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
+        k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
+        k = self.select(self.cmp("<", k, self.const(-bias)), self.const(-bias), k)  # exponent field 0: 0.0
         exponent = self.emit(f"add <{w} x {bits}> {self.emit(f'fptosi {self.vt} {k} to <{w} x {bits}>')}, "
                              f"splat ({bits} {bias})")
         shifted = self.emit(f"shl <{w} x {bits}> {exponent}, splat ({bits} {shift})")
