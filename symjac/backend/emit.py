@@ -97,6 +97,11 @@ class TextEmitter:
         """A value of the compute type from a scalar (itself here; every lane for vectors)."""
         return scalar
 
+    def number(self, value: float) -> str:
+        """A constant of the program (``const`` operations), as opposed to the
+        records' own constants (``const``)."""
+        return self.const(value)
+
     # ----- the emitter helper -----
 
     def const(self, value: float) -> str:
@@ -223,7 +228,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         if op == "load":
             values[k] = frame.load(payload[0], str(payload[1]))
         elif op == "const":
-            values[k] = e.const(payload)
+            values[k] = e.number(payload)
         else:
             values[k] = records[op].emit(e, *(values[a] for a in args))
     for pos, (out, flat, value) in enumerate(program.stores):
@@ -254,7 +259,7 @@ def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> N
         operands = []
         for a in args:
             aop, _, apayload = program.ops[a]
-            operands.append(slot[apayload] if aop == "load" else e.const(apayload) if aop == "const" else local[a])
+            operands.append(slot[apayload] if aop == "load" else e.number(apayload) if aop == "const" else local[a])
         local[op_id] = _ops.BY_NAME[op].emit(e, *operands)
     frame.store(grp.output, _index(e, grp.outs, k), local[grp.root])
 
