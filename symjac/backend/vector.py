@@ -12,18 +12,21 @@ through it.
 Bits: each lane computes exactly the operations of the scalar program in the
 same order (IEEE ``fadd``/``fmul``/... without fast-math or contraction, as
 the scalar body); the exact intrinsics (``sqrt``, ``fabs``, ``floor``,
-``ceil``) have vector forms with the same results; libm functions have no
-vector form with libm's results (vector math libraries round differently), so
-they are called lane by lane.  A vectorised batch therefore gives the same
-bits as the per-sample kernel and the tape interpreter.
+``ceil``, ``copysign``) have vector forms with the same results; ``exp`` and
+``tanh`` are plain arithmetic in their records; the other libm functions have
+no vector form with libm's results (vector math libraries round differently),
+so they are called lane by lane.  A vectorised batch therefore gives the same
+bits as the per-sample kernel and the tape interpreter (a NaN's sign bit
+aside: LLVM may commute operands differently in vector and scalar code).
 
 Layout: a block's samples are consecutive rows of the batched inputs and the
 outputs (row-major ``(B, size)``), so element ``k`` of lane ``j`` sits at
-``j * size + k``; loads and stores are strided, built from scalar accesses
-(LLVM picks the target's best form).  The last ``stop - start`` mod ``W``
-samples are copied into zeroed buffers of a whole block, run through the same
-block function, and copied back: one copy of the program, whatever the batch
-size.
+``j * size + k``.  Whole tiles of ``W`` entries are read and written with
+``W`` vector accesses and a transpose, other entries lane by lane
+(:class:`VectorFrame`).  The last ``stop - start`` mod ``W`` samples are copied
+into zeroed buffers of a whole block, run through the same block function, and
+copied back: one copy of the program, whatever the batch size.  Programs that
+write more than they compute keep the sample loop (:func:`vectorize`).
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ import numpy as np
 from .emit import _PREDICATE, MEMSET_ZEROS, TextEmitter, _written, emit_program, float_literal
 from .program import Layout, Program
 
-#: samples per block, by compute dtype: 8 lanes of float64 (one AVX-512 register, two AVX2 ones)
-#: and 16 of float32 (measured on Zen 4; see docs/performance.md)
+#: samples per block, by compute dtype: 8 lanes of float64 (one AVX-512 register, two AVX2 ones;
+#: 8 beat 4 on an MLP batch on Zen 4, see docs/performance.md) and 16 of float32 (the same 64 bytes)
 WIDTH = {"double": 8, "float": 16}
 
 
