@@ -36,8 +36,9 @@ import numpy as np
 from .emit import _PREDICATE, MEMSET_ZEROS, TextEmitter, _written, emit_program, float_literal
 from .program import Layout, Program
 
-#: samples per block, by compute dtype: 8 lanes of float64 (one AVX-512 register, two AVX2 ones;
-#: 8 beat 4 on an MLP batch on Zen 4, see docs/performance.md) and 16 of float32 (the same 64 bytes)
+#: samples per block, by compute dtype: 8 lanes of float64 (one AVX-512 register, two AVX2 ones)
+#: and 16 of float32.  Measured on Zen 4, MLP 8-32-32-4 Jacobian batches against the sample loop:
+#: float64 8 lanes 2.5x, 4 lanes 2.0x (libm tanh then); float32 16 lanes 11x, 8 lanes 7.5x
 WIDTH = {"double": 8, "float": 16}
 
 
