@@ -20,6 +20,7 @@ from ._errors import ArgumentError, ArityError
 from ._signature import Signature, normalize_argnums
 from .diff import products
 from .diff.products import EXTRA, VECTOR, Spec
+from .backend import native
 from .runtime import build, dispatch, layout
 from .runtime.request import Request
 from .show import display
@@ -203,6 +204,7 @@ class Transform:
         """
         compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
         compiled.load_kernel()
+        native.settle()  # a large kernel serves its quick code first: wait for the optimised code too
         return compiled.info()
 
     def source(self, *args, llvm: bool = False, **kwargs) -> str:
