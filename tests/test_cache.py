@@ -49,8 +49,33 @@ def test_transform_objects_of_the_same_function_share_kernels():
     assert sj.cache_info().misses == before
 
 
+def test_static_values_are_keyed_by_type_and_sign():
+    """2, 2.0 and True are equal in Python but not to a trace that reads them;
+    0.0 and -0.0 neither (IEEE)."""
+    x = np.array([1.0, 2.0])
+    f = sj.jit(lambda x, p: x * len(repr(p)), static_argnums=1)
+    for p in (2, 2.0, True, 2):
+        np.testing.assert_array_equal(f(x, p), x * len(repr(p)))
+    g = sj.jit(lambda x, p: x * np.copysign(1.0, p), static_argnums=1)
+    np.testing.assert_array_equal(g(x, 0.0), x)
+    np.testing.assert_array_equal(g(x, -0.0), -x)
+    nan = sj.jit(lambda x, p: x + p, static_argnums=1)
+    nan(x, float("nan"))
+    before = sj.cache_info().misses
+    nan(x, float("nan"))  # a NaN keys like itself: no rebuild per call
+    assert sj.cache_info().misses == before
+
+
+def test_a_static_tuple_of_arrays_is_keyed_by_content():
+    f = sj.jit(lambda x, ws: x * ws[0].sum() + ws[1].sum(), static_argnums=1)
+    x = np.ones(2)
+    np.testing.assert_array_equal(f(x, (np.ones(2), np.ones(3))), x * 2 + 3)
+    np.testing.assert_array_equal(f(x, (np.ones(2), np.zeros(3))), x * 2)
+
+
 def test_kernel_counters_and_clear_caches():
-    sj.jit(lambda x: np.cos(x) + 2)(np.ones(2))
+    f = sj.jit(lambda x: np.cos(x) + 2)  # kept alive: a dropped function's programs are freed
+    f(np.ones(2))
     assert sj.cache_info().entries >= 1
     sj.clear_caches()
     info = sj.cache_info()

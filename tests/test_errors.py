@@ -89,8 +89,12 @@ def test_non_numeric_and_complex_inputs():
 
 
 def test_unhashable_static_argument():
-    with pytest.raises(sj.ArgumentError, match="hashable"):
+    with pytest.raises(sj.ArgumentError, match="hashable") as info:
         sj.jit(lambda x, opts: x, static_argnums=1)(X, {"a": 1})
+    assert "got a dict" in str(info.value) and "instead of a dict" in str(info.value)
+    with pytest.raises(sj.ArgumentError, match="got a list inside a tuple") as info:
+        sj.jit(lambda x, opts: x, static_argnums=1)(X, ("mode", [1, 2]))
+    assert "instead of a list" in str(info.value)
 
 
 def test_unsupported_numpy_function_is_named():
