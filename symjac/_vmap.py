@@ -150,6 +150,9 @@ class Batched:
         return size
 
     def __call__(self, *args, **kwargs):
+        table = self._request.table
+        if table.guards is not None:
+            store.check(table)
         if self._generation != store.generation:
             self._reset()
         fast = self._fast

@@ -73,6 +73,34 @@ def test_a_static_tuple_of_arrays_is_keyed_by_content():
     np.testing.assert_array_equal(f(x, (np.ones(2), np.zeros(3))), x * 2)
 
 
+def test_programs_of_a_dropped_function_are_freed():
+    import gc
+    import weakref
+
+    def make():
+        def f(x):
+            return np.sin(x) * np.roll(x, 1)
+
+        return f
+
+    x = np.linspace(0, 1, 6)
+    f = make()
+    J = sj.jacobian(f)
+    J(x)
+    entries = sj.cache_info().entries
+    programs = [weakref.ref(p) for p in _live_programs()]
+    del f, J
+    gc.collect()
+    assert sj.cache_info().entries == entries - 1
+    assert sum(r() is None for r in programs) == 1, "the dropped function's program is freed"
+
+
+def _live_programs():
+    from symjac.runtime import store
+
+    return list(store._LIVE)
+
+
 def test_kernel_counters_and_clear_caches():
     f = sj.jit(lambda x: np.cos(x) + 2)  # kept alive: a dropped function's programs are freed
     f(np.ones(2))

@@ -2,7 +2,8 @@
 
 Each user function (the *root* of a transform) has a :class:`Root`: one
 :class:`KernelTable` per chain of products (``jacobian``, ``grad`` of it, ...)
-mapping call keys to programs.  Roots are held weakly
+mapping call keys to programs, and the :class:`~.guards.Guards` on the
+values the function reads from globals and closures.  Roots are held weakly
 by the function: dropping the function frees its programs.  Functions that
 cannot be weakly referenced (``__slots__`` objects) get a Root owned by the
 transform that asked, never one found by ``id()``.
@@ -21,26 +22,34 @@ from collections.abc import Callable
 
 from .. import _config
 from . import stats
+from .guards import Guards
 
 
 class KernelTable(dict):
     """The programs of one root function and chain of products, by call key."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("guards", "epoch", "__weakref__")
+
+    def __init__(self, guards: Guards | None):
+        super().__init__()
+        self.guards = guards  # shared by every table of the root; None if it reads nothing
+        self.epoch = guards.epoch if guards is not None else 0  # the guards' epoch the entries were built in
 
 
 class Root:
     """What the store keeps for one user function."""
 
-    __slots__ = ("tables", "__weakref__")
+    __slots__ = ("tables", "guards", "__weakref__")
 
     def __init__(self, fn: Callable):
+        guards = Guards(fn)
+        self.guards = guards if guards else None
         self.tables: dict[tuple, KernelTable] = {}
 
     def table(self, chain: tuple) -> KernelTable:
         table = self.tables.get(chain)
         if table is None:
-            table = self.tables[chain] = KernelTable()
+            table = self.tables[chain] = KernelTable(self.guards)
         return table
 
 
@@ -49,8 +58,8 @@ _BY_ID: dict[int, tuple[weakref.ref, Root]] = {}  # unhashable ones (dataclasses
 #: every program held, weakly -> (its table, weakly; its key)
 _LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 clock = itertools.count()  #: the order of uses: programs record it as last_used
-#: bumped whenever programs are dropped wholesale (clear_caches), so caches
-#: outside the store (vmap's) know to drop theirs
+#: bumped whenever programs are dropped wholesale (clear_caches, a watched
+#: global changed), so caches outside the store (vmap's) know to drop theirs
 generation = 0
 
 
@@ -78,6 +87,18 @@ def _forget_id(key: int, ref: weakref.ref) -> None:
     entry = _BY_ID.get(key)
     if entry is not None and entry[0] is ref:
         del _BY_ID[key]
+
+
+def check(table: KernelTable) -> None:
+    """Drop ``table``'s programs if a value its function reads has changed
+    since they were built (see :mod:`.guards`)."""
+    guards = table.guards
+    if guards.changed():
+        guards.epoch += 1
+        _bump()
+    if table.epoch != guards.epoch:
+        table.clear()
+        table.epoch = guards.epoch
 
 
 def _bump() -> None:
