@@ -8,15 +8,13 @@ the batched function would be.  The loop runs inside the kernel (both cores,
 
 from __future__ import annotations
 
-import os
-
 import numba
 import numpy as np
 
 from .._errors import ResourceLimitError
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
-from . import stats
+from . import memory, stats
 from .kernel import Kernel
 from .program import Compiled
 
@@ -27,37 +25,22 @@ SERIAL_FRACTION = 10
 #: rows per tape-interpreter chunk (bounds the gathered-input workspace)
 TAPE_CHUNK = 8192
 #: batch outputs smaller than this are not checked against available memory
-#: (reading /proc/meminfo costs ~50 µs: only for big requests)
+#: (reading the limits costs ~50 µs: only for big requests)
 CHECKED_BYTES = 256 * 2**20
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to allocate now (Linux, macOS), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _check_memory(size: int, per_sample: int) -> None:
     """Refuse, before allocating, a batch whose outputs (``per_sample`` bytes a
-    sample) cannot fit in memory."""
+    sample) cannot fit in the memory this process may still use."""
     need = size * per_sample
     if need < CHECKED_BYTES:
         return
-    available = _available_memory()
-    if available is not None and need > available:
+    available = memory.available()
+    if available is not None and need > available.bytes:
         raise ResourceLimitError(
             f"vmap over {size:,} samples needs {need / 1e9:.1f} GB for its outputs "
-            f"({per_sample:,} bytes a sample) but only {available / 1e9:.1f} GB of memory are "
-            "available. Process the batch in slices (e.g. a loop over X[i:i + n]), reduce the "
+            f"({per_sample:,} bytes a sample) but only {available.bytes / 1e9:.1f} GB can be allocated "
+            f"({available.reason}). Process the batch in slices (e.g. a loop over X[i:i + n]), reduce the "
             "outputs inside the function, or use a dask array to spread it over workers."
         )
 
