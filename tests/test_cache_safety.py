@@ -196,7 +196,7 @@ def test_several_processes_compiling_the_same_kernel_at_once(cache):
     procs = [subprocess.Popen([sys.executable, "-c", _RACE], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
         assert out.strip().splitlines()[-1] == WANT.tobytes().hex()
     assert not list((cache / "kernels").glob(".*.tmp")), "no half-written files are left behind"
@@ -235,3 +235,23 @@ def test_a_compile_child_does_not_outlive_its_program(cache):
         time.sleep(0.1)
     alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "symjac.backend.worker" in open(f"/proc/{p}/cmdline").read()]
     assert not alive, f"compile children still running after their parent exited: {alive}"
+
+
+def test_the_compile_child_does_not_import_from_the_working_directory(cache, tmp_path, monkeypatch):
+    """A package planted in a shared working directory must not run in the
+    process that compiles large kernels."""
+    from symjac.runtime import dispatch
+
+    J = sj.jacobian(make_f())
+    with sj.compiling("never"):
+        compiled = dispatch.compiled_for(J.request, (X,))
+    planted = tmp_path / "shared"
+    (planted / "symjac").mkdir(parents=True)
+    marker = tmp_path / "planted-code-ran"
+    (planted / "symjac" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(planted)
+    spec = compiled.spec
+    _compile.compile_in_subprocess(compiled.path, spec.name, [len(s) for _, s in spec.inputs],
+                                   [len(s) for s in spec.outputs], spec.dtype)
+    assert not marker.exists(), "the compile child imported symjac from the working directory"
+    assert _compile.on_disk(compiled.path)

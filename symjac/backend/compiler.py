@@ -10,6 +10,7 @@ file is never rewritten (Numba keys its index on the file's timestamp).
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import pickle
 import queue
@@ -380,18 +381,38 @@ def _stop_children() -> None:
 atexit.register(_stop_children)
 
 
+#: The compile child's first lines: it imports symjac from where this process
+#: did, with Python's isolated mode (-I: no current directory, PYTHON*
+#: variables or user site on sys.path), so nothing planted in the working
+#: directory can run in it.
+_CHILD_BOOT = (
+    "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); del sys.argv[1]; "
+    "from symjac.backend.worker import main; raise SystemExit(main(sys.argv[1:]))"
+)
+
+
+def _child_path() -> str:
+    """sys.path for the compile child: symjac's own location first, then this
+    process's absolute entries (relative ones, such as '' for the current
+    directory, are dropped)."""
+    here = str(Path(__file__).resolve().parents[2])
+    return json.dumps([here] + [p for p in sys.path if p and os.path.isabs(p) and p != here])
+
+
 def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> None:
     """Compile in a child process; it leaves the machine code in Numba's disk cache.
 
-    The child ends with its parent (on exit, or killed), so it never keeps a
-    core busy for a program that is gone.
+    The child runs isolated (see ``_CHILD_BOOT``) in the cache directory, and
+    ends with its parent (on exit, or killed), so it never keeps a core busy
+    for a program that is gone.
     """
     cmd = [
-        sys.executable, "-m", "symjac.backend.worker", str(path), name,
+        sys.executable, "-I", "-c", _CHILD_BOOT, _child_path(), str(path), name,
         np.dtype(dtype).name, ",".join(map(str, in_ndims)), ",".join(map(str, out_ndims)),
     ]
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec,
+                             cwd=path.parent)
     _children.add(child)
     try:
         _, stderr = child.communicate(timeout=CHILD_TIMEOUT)
