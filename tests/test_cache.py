@@ -101,6 +101,34 @@ def _live_programs():
     return list(store._LIVE)
 
 
+def test_unhashable_and_slotted_callables_never_get_another_objects_kernel():
+    """A dataclass instance (unhashable) or a __slots__ object (no weak
+    references) freed and replaced by a new one at the same address must not
+    be served the old one's program."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Spring:
+        k: float
+
+        def __call__(self, x):
+            return 0.5 * self.k * np.sum(x ** 2)
+
+    class Slotted:
+        __slots__ = ("k",)
+
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, x):
+            return 0.5 * self.k * np.sum(x ** 2)
+
+    x = np.array([1.0, 2.0])
+    for cls in (Spring, Slotted):
+        got = [sj.grad(cls(k))(x) for k in (1.0, 2.0, 3.0, 1.0, 2.0, 3.0)]
+        np.testing.assert_array_equal(got, [k * x for k in (1.0, 2.0, 3.0, 1.0, 2.0, 3.0)])
+
+
 def test_kernel_counters_and_clear_caches():
     f = sj.jit(lambda x: np.cos(x) + 2)  # kept alive: a dropped function's programs are freed
     f(np.ones(2))

@@ -255,3 +255,29 @@ def test_the_compile_child_does_not_import_from_the_working_directory(cache, tmp
                                    [len(s) for s in spec.outputs], spec.dtype)
     assert not marker.exists(), "the compile child imported symjac from the working directory"
     assert _compile.on_disk(compiled.path)
+
+
+def test_a_function_name_is_never_executed(cache, tmp_path):
+    """Names reach generated source only as sanitized identifiers."""
+    marker = tmp_path / "name-code-ran"
+
+    def f(x):
+        return x * 2.0
+
+    f.__name__ = f'f"""\nopen({str(marker)!r}, "w").close()\n"""#'
+    g = sj.grad(lambda x: np.sum(f(x)))
+    np.testing.assert_array_equal(sj.jit(f)(X), X * 2.0)
+    np.testing.assert_array_equal(g(X), np.full(5, 2.0))
+    info = sj.jit(f).info(X)
+    assert info.tier == "kernel" and not marker.exists(), info
+    source = sj.jit(f).source(X)
+    header = source.split("import numpy")[0]
+    assert header.count('"""') == 2 and "open(" not in header and "jit_of_f____open" in header
+
+
+def test_a_refused_cache_warns_at_the_callers_line(cache):
+    (cache / "kernels").mkdir(parents=True)
+    os.chmod(cache, 0o777)
+    with pytest.warns(RuntimeWarning, match="not usable") as warned:
+        fresh_call()
+    assert warned[0].filename == __file__
