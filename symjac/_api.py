@@ -27,6 +27,7 @@ from .trace import from_sympy as _from_sympy
 from .trace.symarray import is_traced
 
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}
+_ANY_NUMBER = 2**30  # the arity bound of a function taking *args
 
 
 class Transform:
@@ -89,7 +90,7 @@ class Transform:
         # calls with a number of positional arguments in this range need no
         # binding (defaults left out stay defaults)
         n = self.n_params
-        self._arity = range(self.n_required, (n if n is not None else 1 << 30) + 1)
+        self._arity = range(self.n_required, (n if n is not None else _ANY_NUMBER) + 1)
 
     # ----- signature ---------------------------------------------------------------
 

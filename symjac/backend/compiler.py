@@ -325,6 +325,7 @@ def mark_compiled(path: Path, seconds: float) -> None:
 SUBPROCESS_OPS = 3000
 #: seconds a compile child may take before it is killed
 CHILD_TIMEOUT = 3600
+_STDERR_TAIL = 2000  # characters of a failed child's error output quoted in the CompileError
 
 _jobs: queue.Queue = queue.Queue()
 _worker: threading.Thread | None = None
@@ -422,4 +423,4 @@ def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> 
     finally:
         _children.discard(child)
     if child.returncode != 0:
-        raise CompileError(f"background compile of {path.name} failed:\n{stderr[-2000:]}")
+        raise CompileError(f"background compile of {path.name} failed:\n{stderr[-_STDERR_TAIL:]}")

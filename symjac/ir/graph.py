@@ -133,10 +133,6 @@ def const(value) -> Basic:
     return sp.Float(v)
 
 
-def is_const(e: Basic) -> bool:
-    return e.is_Number or e is TRUE or e is FALSE
-
-
 def _fold(e: Basic) -> Basic:
     """Turn an evaluated constant expression into a plain number where possible."""
     if e.is_Number or e is TRUE or e is FALSE:
@@ -375,15 +371,6 @@ def substitute(roots: Sequence[Basic], mapping: dict) -> list[Basic]:
         if any(n is not a for n, a in zip(new, args)):
             done[node] = rebuild(node, new)
     return [done.get(r, r) for r in roots]
-
-
-def free_leaves(roots: Iterable[Basic]) -> set:
-    """The Symbols reachable from ``roots``."""
-    roots = list(roots)
-    out = {r for r in roots if r.is_Symbol}
-    for node in topo_order(roots):
-        out.update(a for a in operands(node) if a.is_Symbol)
-    return out
 
 
 def structural_hash(roots: Sequence[Basic], symbol_ids: dict) -> str:

@@ -34,6 +34,8 @@ from .keys import Unkeyable, value_key
 
 #: how deep helper functions are followed (f calls g calls h ...)
 MAX_DEPTH = 8
+#: how many wrappers (methods, partials, decorators) are looked through
+MAX_UNWRAP = 4
 
 _MISSING = object()  # a name not (yet) bound
 _LOADS_GLOBAL = frozenset({"LOAD_GLOBAL"})
@@ -69,7 +71,7 @@ _LIBRARIES = ("numpy", "scipy", "sympy", "numba", "symjac")
 
 def _followed(value) -> types.FunctionType | None:
     """The user's Python function behind a callable value, whose reads are watched too."""
-    for _ in range(4):  # unwrap methods, partials, decorators (symjac transforms set __wrapped__)
+    for _ in range(MAX_UNWRAP):  # methods, partials, decorators (symjac transforms set __wrapped__)
         if isinstance(value, types.FunctionType):
             break
         if isinstance(value, types.MethodType):
