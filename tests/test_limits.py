@@ -44,8 +44,9 @@ def test_a_runaway_trace_stops_with_a_clear_error(limits):
 
 def test_a_large_trace_warns(limits):
     limits(warn_nodes=65_536, max_nodes=10**9)
-    with pytest.warns(ResourceWarning, match="nodes"):
+    with pytest.warns(ResourceWarning, match="nodes") as warned:
         sj.jit(lambda x: long_loop(x[:1]))(np.ones(2))
+    assert warned[0].filename == __file__, "the warning names the user's line, not symjac's"
 
 
 def test_a_huge_dense_result_asks_for_sparse(limits):

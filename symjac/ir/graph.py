@@ -83,7 +83,7 @@ def _node(head: type, args: tuple) -> Basic:
 
 def _check_size(n: int) -> None:
     from .._config import LIMITS
-    from .._errors import ResourceLimitError
+    from .._errors import ResourceLimitError, warn
 
     if n >= LIMITS.max_nodes:
         raise ResourceLimitError(
@@ -94,13 +94,9 @@ def _check_size(n: int) -> None:
             "Jacobian, or sparse=True."
         )
     if n >= LIMITS.warn_nodes and not getattr(_check_size, "warned", False):
-        import warnings
-
         _check_size.warned = True
-        warnings.warn(
-            f"symjac: the expression graph has {n:,} nodes; tracing and differentiating this "
-            "function will take a while and a lot of memory.", ResourceWarning, stacklevel=4
-        )
+        warn(f"symjac: the expression graph has {n:,} nodes; tracing and differentiating this "
+             "function will take a while and a lot of memory.", ResourceWarning)
 
 
 def _raw(head: type, args: tuple) -> Basic:
