@@ -14,9 +14,10 @@ import numpy as np
 from .._errors import ResourceLimitError
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
-from . import memory, stats
+from . import memory
 from .kernel import Kernel
 from .program import Compiled
+from .stats import STATS
 
 #: batch size x program operations above which the batch loop runs on all threads
 PARALLEL_WORK = 200_000
@@ -50,6 +51,7 @@ class BatchProgram(Kernel):
 
     def __init__(self, compiled: Compiled, batched: list[bool]):
         self.compiled = compiled
+        compiled.batches.add(self)
         self.batched = batched
         sizes = [int(np.prod(s)) for s in compiled.in_shapes]
         self.tape = compiled.tape.for_batch(sizes, batched)
@@ -121,10 +123,10 @@ class BatchProgram(Kernel):
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
         if kernel is not None:
-            stats.STATS.kernel_calls += 1
+            STATS.kernel_calls += 1
             (kernel if self._parallel(outs[0].shape[0]) else self.kernels[1])(*part, *outs)
             return
-        stats.STATS.tape_calls += 1
+        STATS.tape_calls += 1
         n = outs[0].shape[0]
         rows = [p.reshape(n, -1) for p, b in zip(part, self.batched, strict=True) if b]
         batched = np.concatenate(rows, axis=1) if len(rows) > 1 else rows[0] if rows else np.zeros((n, 0), self.compiled.dtype)

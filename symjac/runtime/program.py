@@ -7,6 +7,7 @@ in the same order, so they return the same bits.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,8 +16,9 @@ import numpy as np
 from ..backend import codegen as _codegen
 from ..backend import tape as _tape
 from ..diff.blocks import Offsets
-from . import layout, stats
+from . import layout
 from .kernel import Kernel
+from .stats import STATS
 
 
 class Compiled(Kernel):
@@ -42,6 +44,7 @@ class Compiled(Kernel):
         self.tape = tape
         self.n_ops = tape.n_ops
         self.last_used = 0
+        self.batches: weakref.WeakSet = weakref.WeakSet()  # batch programs built on this one
         super().__init__(path, (spec.name,), [len(s) for _, s in spec.inputs], [len(s) for s in spec.outputs],
                          error=error, out_of_process=True)
         # the common case gets a short call path: array arguments that need no
@@ -57,6 +60,11 @@ class Compiled(Kernel):
         # (~50 µs) before refusing them, so they are converted up front
         self._scalar_args = [i for i, is_array in self._arg_index if not is_array]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
+
+    def retire(self) -> None:
+        super().retire()
+        for batch in list(self.batches):
+            batch.retire()
 
     @property
     def program(self) -> _codegen.Program:
@@ -86,7 +94,7 @@ class Compiled(Kernel):
                     kernel(*[args[i] for i, _ in self._arg_index], out)
             except TypeError:  # another layout, dtype, read-only, a list...: convert
                 kernel(*self._converted(args), out)
-            stats.STATS.kernel_calls += 1
+            STATS.kernel_calls += 1
             if self.template is not None:
                 return self.template.wrap(out)
             return out if self.out_shapes[0] else out[0]
@@ -118,12 +126,12 @@ class Compiled(Kernel):
             inputs.append(arr)
         kernel = self.kernel
         if kernel is not None:
-            stats.STATS.kernel_calls += 1
+            STATS.kernel_calls += 1
             outs = [np.zeros(s or (1,), dtype=dtype) for s in self.out_shapes]
             kernel(*(dtype.type(a[0]) if s == () else a if a.flags.writeable else a.copy()
                      for a, s in zip(inputs, self.spec_shapes, strict=True)), *outs)
         else:
-            stats.STATS.tape_calls += 1
+            STATS.tape_calls += 1
             flat = (
                 inputs[0].reshape(-1) if len(inputs) == 1
                 else np.concatenate([a.reshape(-1) for a in inputs]) if inputs

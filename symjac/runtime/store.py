@@ -97,6 +97,8 @@ def check(table: KernelTable) -> None:
         guards.epoch += 1
         _bump()
     if table.epoch != guards.epoch:
+        for program in table.values():
+            program.retire()
         table.clear()
         table.epoch = guards.epoch
 
@@ -136,6 +138,7 @@ def clear() -> None:
     """Drop every program held in memory (every table, every transform's)."""
     for program, (table_ref, key) in list(_LIVE.items()):
         _drop(program, table_ref, key)
+        program.retire()
     for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
         del sys.modules[name]
     _bump()
