@@ -8,8 +8,6 @@ was seen, and how to fix it.
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 
 
@@ -70,13 +68,10 @@ class CompileError(SymjacError, RuntimeError):
 
 # ----- warnings ------------------------------------------------------------------------------
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
 
 def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
-    """Warn, attributing the warning to the innermost frame outside symjac
-    (the user's line that led here), not to symjac's own files."""
-    frame, level = sys._getframe(1), 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
+    """Warn, attributing the warning to the user's line that led here (the
+    innermost frame outside symjac, NumPy and SymPy), not to symjac's files."""
+    from ._location import user_stacklevel
+
+    warnings.warn(message, category, stacklevel=user_stacklevel())

@@ -77,6 +77,8 @@ CASES: dict[str, list[Case]] = {
     "log2": [_u(lambda a: np.log2(a), "pos")],
     "log10": [_u(lambda a: np.log10(a), "pos")],
     "log1p": [_u(lambda a: np.log1p(a), "pos")],
+    "logaddexp": [_b(lambda a, b: np.logaddexp(a, b), "apart", "apart2"), _u(lambda a: np.logaddexp(a * 300.0, 0.5))],
+    "logaddexp2": [_b(lambda a, b: np.logaddexp2(a, b), "apart", "apart2"), _u(lambda a: np.logaddexp2(a * 300.0, a))],
     # trigonometric and hyperbolic
     "sin": [_u(lambda a: np.sin(a))],
     "cos": [_u(lambda a: np.cos(a))],
@@ -92,8 +94,8 @@ CASES: dict[str, list[Case]] = {
     "arcsinh": [_u(lambda a: np.arcsinh(a))],
     "arccosh": [_u(lambda a: np.arccosh(a), "gt1")],
     "arctanh": [_u(lambda a: np.arctanh(a), "unit")],
-    "deg2rad": [_u(lambda a: np.deg2rad(a) * a)],
-    "rad2deg": [_u(lambda a: np.rad2deg(a) * a)],
+    "deg2rad": [_u(lambda a: np.deg2rad(a) * a), _u(lambda a: np.radians(a) + a)],
+    "rad2deg": [_u(lambda a: np.rad2deg(a) * a), _u(lambda a: np.degrees(a) + a)],
     # piecewise
     "maximum": [_b(lambda a, b: np.maximum(a, b) * a, "apart", "apart2"), _u(lambda a: np.maximum(a, 0.1) * a, "apart")],
     "minimum": [_b(lambda a, b: np.minimum(a, b) * b, "apart", "apart2")],
@@ -101,6 +103,8 @@ CASES: dict[str, list[Case]] = {
     "where": [
         _u(lambda a: np.where(a > 0, np.sin(a), a * a), "apart"),
         _b(lambda a, b: np.where(a < b, a * b, b - a), "apart", "apart2"),
+        # reverse mode through a branch whose partial blows up elsewhere (safemul)
+        Case(lambda a: np.sum(np.where(a < 0.2, a, np.sqrt(a)) * a), ("pos",), [((3,),)]),
     ],
     "select": [_u(lambda a: np.select([a < -1, a < 1], [a * a, np.sin(a)], default=a), "apart")],
     # comparisons and logic (values; their derivatives are zero)
@@ -112,7 +116,8 @@ CASES: dict[str, list[Case]] = {
     "not_equal": [_b(lambda a, b: np.where(a != b, a, 2 * b), "apart", "apart2")],
     "logical_and": [_u(lambda a: np.where(np.logical_and(a > -1, a < 1), a, -a), "apart")],
     "logical_or": [_u(lambda a: np.where(np.logical_or(a < -1, a > 1), a, -a), "apart")],
-    "logical_not": [_u(lambda a: np.where(np.logical_not(a > 0), a, a * a), "apart")],
+    "logical_not": [_u(lambda a: np.where(np.logical_not(a > 0), a, a * a), "apart"),
+                    _u(lambda a: np.where(np.logical_not((a > -1) & (a < 1)), a, -a), "apart")],
     "logical_xor": [_u(lambda a: np.where(np.logical_xor(a > 0, a > 1), a, a * a), "apart")],
     "bitwise_and": [_u(lambda a: np.where((a > -1) & (a < 1), a, -a), "apart")],
     "bitwise_or": [_u(lambda a: np.where((a < -1) | (a > 1), a, -a), "apart")],
@@ -125,6 +130,15 @@ CASES: dict[str, list[Case]] = {
         Case(lambda a: np.sum(np.sin(a), axis=(0, 2)), ("real",), [((2, 3, 2),)]),
     ],
     "mean": [Case(lambda a: np.mean(a * a, axis=-1) + a.mean(), ("real",), [((3,),), ((2, 3),)])],
+    "var": [
+        Case(lambda a: np.var(a), ("real",), [((3,),), ((2, 3),)]),
+        Case(lambda a: np.var(a, axis=0, ddof=1) + a.var(axis=-1, keepdims=True), ("real",), [((3, 3),)]),
+        Case(lambda a: np.var(a, axis=(0, 2), dtype=np.float64, keepdims=True), ("real",), [((2, 3, 2),)]),
+    ],
+    "std": [
+        Case(lambda a: np.std(a, ddof=1), ("real",), [((3,),), ((2, 3),)]),
+        Case(lambda a: np.std(a * a, axis=1) * a.std(0, None, None, 1)[:, None], ("real",), [((3, 3),)]),
+    ],
     "prod": [
         Case(lambda a: np.prod(a), ("real",), [((3,),), ((2, 3),)]),
         Case(lambda a: np.prod(a, axis=0), ("real",), [((5, 2),)]),

@@ -188,3 +188,39 @@ def test_every_error_subclasses_symjac_error_and_a_builtin():
         obj = getattr(sj, name)
         if isinstance(obj, type) and issubclass(obj, Exception) and obj is not sj.SymjacError:
             assert issubclass(obj, sj.SymjacError) and issubclass(obj, builtins), name
+
+
+# ----- unclear errors made clear (issue 12) ------------------------------------------------
+
+
+def test_a_formatted_debug_print_of_a_traced_value_says_what_to_do():
+    def f(x):
+        print(f"{x[0]}")  # the symbolic value: fine
+        print(f"x0 = {x[0]:.3f}")
+        return x * 2
+
+    with pytest.raises(sj.TracerConversionError, match="print\\(x\\)") as info:
+        sj.jit(f)(np.ones(2))
+    assert "test_errors.py" in str(info.value) and ":.3f" in str(info.value)
+
+
+def test_a_matmul_shape_mismatch_names_the_users_line():
+    def f(x):
+        W = np.ones((3, 4))
+        return W @ x
+
+    with pytest.raises(sj.ShapeError, match="4 against 3") as info:
+        sj.jit(f)(np.ones(3))
+    assert isinstance(info.value, ValueError) and "return W @ x" in str(info.value)
+    with pytest.raises(sj.ShapeError, match="axis"):
+        sj.jit(lambda x: np.tensordot(x, np.ones((2, 2)), axes=1))(np.ones(3))
+
+
+def test_a_masked_array_is_refused_not_silently_unmasked():
+    x = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+    with pytest.raises(sj.InputTypeError, match="filled"):
+        sj.jit(lambda x: x * 2)(x)
+    f = sj.jit(lambda x: x * 2)
+    np.testing.assert_array_equal(f(np.ma.masked_array([1.0, 2.0])), [2.0, 4.0])  # nothing masked
+    with pytest.raises(sj.InputTypeError):
+        f(np.ma.masked_array([1.0, 2.0], mask=[True, False]))  # same shape, now masked

@@ -42,11 +42,41 @@ def test_a_runaway_trace_stops_with_a_clear_error(limits):
     assert time.perf_counter() - start < 30
 
 
+def test_an_argument_too_large_to_trace_is_refused_before_tracing():
+    # one symbol per element: 2 million of them would take minutes and gigabytes
+    start = time.perf_counter()
+    with pytest.raises(sj.ResourceLimitError, match="sj.vmap") as info:
+        sj.jit(lambda x: x * 2.0)(np.ones(2_000_000))
+    assert "argument 'x' has 2,000,000 elements" in str(info.value)
+    assert time.perf_counter() - start < 5
+
+
+def test_input_symbols_count_toward_the_node_limit(limits):
+    limits(max_nodes=40_000)
+    with pytest.raises(sj.ResourceLimitError, match="expression nodes"):
+        sj.jit(lambda x: x * 2.0)(np.ones(30_000))  # 30,000 symbols + 30,000 products
+
+
+def test_default_limits_stop_a_runaway_trace_in_seconds_not_minutes():
+    # about 1 kB and 10-80 µs a node (see _config.MAX_NODES): the defaults
+    # bound a runaway trace to about a gigabyte and well under a minute
+    assert sj._config.LIMITS.max_nodes <= 1_000_000 and sj._config.LIMITS.warn_nodes <= 250_000
+
+
+@pytest.mark.slow
+def test_a_runaway_trace_with_default_limits_stops_within_a_minute():
+    start = time.perf_counter()
+    with sj.compiling("never"), pytest.raises(sj.ResourceLimitError):
+        with pytest.warns(ResourceWarning):
+            sj.jit(lambda x: long_loop(np.concatenate([x] * 20)))(np.ones(2))
+    assert time.perf_counter() - start < 60
+
+
 def test_a_large_trace_warns(limits):
     limits(warn_nodes=65_536, max_nodes=10**9)
-    with pytest.warns(ResourceWarning, match="nodes") as warned:
+    with pytest.warns(ResourceWarning, match="nodes") as caught:
         sj.jit(lambda x: long_loop(x[:1]))(np.ones(2))
-    assert warned[0].filename == __file__, "the warning names the user's line, not symjac's"
+    assert caught[0].filename == __file__  # the warning points at the user's code, not symjac's
 
 
 def test_a_huge_dense_result_asks_for_sparse(limits):

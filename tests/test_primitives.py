@@ -91,3 +91,24 @@ def test_supported_operations_lists_every_numpy_callable():
     for row in TABLE:
         for fn in row.numpy:
             assert any(name.endswith(fn.__name__) for name in listed), fn
+
+
+def test_every_record_is_exercised_by_a_case():
+    """Each node type (ir/ops.py) appears in the program of some case, so none goes untested."""
+    from symjac.ir.ops import OPCODE, RECORDS
+    from symjac.runtime.dispatch import compiled_for
+
+    seen = set()
+    for cases in CASES.values():
+        for case in cases:
+            args = _args(case, case.shapes[-1])
+            for transform in (sj.jit(case.fn), sj.hessian(case.fn) if case.hessian else sj.grad(
+                    lambda *a, f=case.fn: np.sum(f(*a)))):
+                compiled = compiled_for(transform.request, args)
+                seen.update(op for op, _, _ in compiled.program.ops)
+                batched = [True] + [False] * (len(compiled.in_shapes) - 1)
+                sizes = [int(np.prod(s)) for s in compiled.in_shapes]
+                codes = compiled.tape.for_batch(sizes, batched).code[:, 0]
+                seen.update(op.name for op in RECORDS if OPCODE[op.name] in codes)
+    missing = {op.name for op in RECORDS} - seen
+    assert not missing, f"records no case exercises: {sorted(missing)}; add a case to primitive_cases.py"

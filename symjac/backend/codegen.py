@@ -23,30 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
 
 from ..ir import graph as g
+from ..ir import ops as _ops
 
-FUNCTIONS = {
-    sp.sin: "sin", sp.cos: "cos", sp.tan: "tan", sp.asin: "arcsin", sp.acos: "arccos",
-    sp.atan: "arctan", sp.sinh: "sinh", sp.cosh: "cosh", sp.tanh: "tanh",
-    sp.asinh: "arcsinh", sp.acosh: "arccosh", sp.atanh: "arctanh", sp.exp: "exp",
-    expm1: "expm1", sp.log: "log", log1p: "log1p", sp.Abs: "abs", sp.sign: "sign",
-    sp.floor: "floor", sp.ceiling: "ceil", sp.atan2: "arctan2", sp.Max: "maximum",
-    sp.Min: "minimum",
-}
-COMPARISONS = {
-    sp.StrictLessThan: "lt", sp.LessThan: "le", sp.StrictGreaterThan: "gt",
-    sp.GreaterThan: "ge", sp.Eq: "eq", sp.Ne: "ne",
-}
-LOGIC = {sp.And: "and", sp.Or: "or", sp.Xor: "xor"}
-
-#: Every SSA opcode, in a fixed order (the tape interpreter's numbering).
-OPCODES = (
-    "load", "const", "add", "sub", "mul", "div", "neg", "pow", "sqrt",
-    *sorted(set(FUNCTIONS.values())), *COMPARISONS.values(), "and", "or", "xor", "not",
-    "select", "load_shared", "safemul",
-)
+#: Every SSA opcode, in the records' order (the tape interpreter's numbering).
+OPCODES = tuple(op.name for op in _ops.RECORDS)
 
 
 @dataclass
@@ -127,28 +109,25 @@ class _Lowering:
             for value, cond in reversed(pairs[:-1]):
                 out = self.emit("select", (v(cond), v(value), out))
             return out
-        if head in COMPARISONS:
-            return self.emit(COMPARISONS[head], (v(node.args[0]), v(node.args[1])))
-        if head in LOGIC:
-            args = [v(a) for a in node.args]
-            out = args[0]
-            for a in args[1:]:
-                out = self.emit(LOGIC[head], (out, a))
-            return out
-        if head is sp.Not:
-            return self.emit("not", (v(node.args[0]),))
-        if head is g.SafeMul:
-            return self.emit("safemul", (v(node.args[0]), v(node.args[1])))
-        if head in FUNCTIONS:
-            return self.emit(FUNCTIONS[head], tuple(v(a) for a in node.args))
-        raise NotImplementedError(f"no kernel code for {head.__name__}")
+        op = _ops.BY_HEAD.get(head)
+        if op is None or op.emit is None:
+            raise NotImplementedError(f"no kernel code for {head.__name__}")
+        args = [v(a) for a in node.args]
+        if len(args) == op.arity:
+            return self.emit(op.name, tuple(args))
+        if op.arity != 2 or len(args) < 2:
+            raise NotImplementedError(f"{head.__name__} with {len(args)} operands")
+        out = args[0]  # an n-ary head (And, Or, Xor) folds left
+        for a in args[1:]:
+            out = self.emit(op.name, (out, a))
+        return out
 
     def _sum(self, terms) -> int:
         acc = None
         for term in terms:
             negative = term.func is g.Mul and term.args[0].is_Number and term.args[0] < 0
             if negative:
-                value = self.value(g.mul(-term.args[0], *term.args[1:]))
+                value = self.value(g.neg(term))  # exact: a zero product stays a product
             elif term.is_Number and term < 0 and acc is not None:
                 negative, value = True, self.const(-_number(term))
             else:
@@ -207,7 +186,13 @@ def _number(node) -> float:
         return float("-inf")
     if node is sp.nan:
         return float("nan")
-    return float(node.evalf(17)) if not node.is_Number else float(node)
+    if node.is_Number:
+        return float(node)
+    if node.func is g.Pow:  # a kept division by a constant (1 / 0.0 = inf): IEEE, as the kernel would
+        with np.errstate(all="ignore"):
+            return float(np.power(_number(node.args[0]), _number(node.args[1])))
+    value = complex(node.evalf(17))
+    return value.real if value.imag == 0 else float("nan")
 
 
 def lower(symbols: dict, outputs: Sequence[np.ndarray]) -> Program:
@@ -257,9 +242,7 @@ def _prune(program: Program) -> Program:
 
 # ----- printing ---------------------------------------------------------------------------
 
-_PREC = {"add": 50, "sub": 50, "mul": 60, "div": 60, "neg": 70, "pow": 80}
-_CMP_SYMBOL = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_ATOM = 100
+_ATOM = _ops.Prec.ATOM
 _INLINE_DEPTH = 12
 
 
@@ -342,32 +325,18 @@ class _Printer:
         if op == "const":
             text = _literal(payload, dt)
             return text, (70 if text.startswith("-") else _ATOM)
-        if op in ("add", "sub", "mul", "div"):
-            p = _PREC[op]
-            sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
-            return f"{self.operand(args[0], p)} {sym} {self.operand(args[1], p + 1)}", p
-        if op == "neg":
-            return f"-{self.operand(args[0], 71)}", 70
-        if op == "pow":
-            return f"{self.operand(args[0], _ATOM)}**{self.operand(args[1], _ATOM)}", 80
-        if op in _CMP_SYMBOL:
-            return f"{self.operand(args[0], 50)} {_CMP_SYMBOL[op]} {self.operand(args[1], 50)}", 40
-        if op == "not":
-            return f"not {self.operand(args[0], 31)}", 30
-        if op in ("and", "or"):
-            p = 20 if op == "and" else 10
-            return f"{self.operand(args[0], p)} {op} {self.operand(args[1], p + 1)}", p
-        if op == "xor":
-            return f"{self.operand(args[0], 41)} != {self.operand(args[1], 41)}", 40
-        if op == "safemul":
-            return f"_safe_mul({self.operand(args[0], 0)}, {self.operand(args[1], 0)})", _ATOM
-        if op == "select":
-            # a call, not `a if c else b`: every branch costs Numba basic blocks
-            # (compile time grows superlinearly in them); LLVM inlines the helper
-            # into a branchless select.  Both values are computed, as on the tape.
-            c, a, b = args
-            return f"_select({self.operand(c, 0)}, {self.operand(a, 0)}, {self.operand(b, 0)})", _ATOM
-        return f"np.{op}({', '.join(self.operand(a, 0) for a in args)})", _ATOM
+        form = _ops.BY_NAME[op].render
+        if isinstance(form, _ops.Infix):
+            space = "" if form.symbol == "**" else " "
+            text = f"{self.operand(args[0], form.left)}{space}{form.symbol}{space}{self.operand(args[1], form.right)}"
+            return text, form.prec
+        if isinstance(form, _ops.Prefix):
+            return f"{form.symbol}{self.operand(args[0], form.operand)}", form.prec
+        # a helper call, not `a if c else b`: every branch costs Numba basic blocks
+        # (compile time grows superlinearly in them); LLVM inlines the helper
+        # into a branchless select.  Both values are computed, as on the tape.
+        name = form.name if isinstance(form, _ops.Helper) else f"np.{form.function}"
+        return f"{name}({', '.join(self.operand(a, 0) for a in args)})", _ATOM
 
     def emit(self, k: int, lines: list[str], prefix: str = "t") -> None:
         """Render op ``k`` into self.text, naming it (a line) if shared or deep."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir import ops as _ops
 from . import codegen as _codegen
 from . import compiler as _compile
 from . import tape_vm as _tape_vm
@@ -57,7 +58,7 @@ class Tape:
             elif name == "const":
                 ops.append((name, (), float(self.consts[a])))
             else:
-                arity = 3 if name == "select" else 1 if name in _UNARY else 2
+                arity = _ops.BY_NAME[name].arity
                 ops.append((name, (a, b, c)[:arity], None))
         stores = [(*split(out_off, i), int(v)) for i, v in zip(self.store_idx.tolist(), self.store_val.tolist())]
         consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist())]
@@ -86,8 +87,6 @@ class Tape:
         run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
             self.const_idx, self.const_val, out)
 
-
-_UNARY = {"neg", "sqrt", "not", *(name for name in _codegen.FUNCTIONS.values() if name not in ("arctan2", "maximum", "minimum"))}
 
 _ready: set = set()
 _ready_lock = threading.Lock()

@@ -10,7 +10,7 @@ the kernel agree to the last bit; ``tests/test_tiers.py`` checks it.  Boolean
 values are stored as 1.0 / 0.0 and tested with ``!= 0`` (NaN counts as true,
 as Python's truthiness does in the kernels).
 
-The opcode numbers are positions in ``_codegen.OPCODES`` (asserted below).
+The opcode numbers are positions of the records in ``ir/ops.py``.
 """
 
 from __future__ import annotations
@@ -18,20 +18,57 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# fmt: off
-LOAD, CONST, ADD, SUB, MUL, DIV, NEG, POW, SQRT = range(9)
-ABS, ARCCOS, ARCCOSH, ARCSIN, ARCSINH, ARCTAN, ARCTAN2, ARCTANH, CEIL, COS, COSH, EXP, EXPM1, \
-    FLOOR, LOG, LOG1P, MAXIMUM, MINIMUM, SIGN, SIN, SINH, TAN, TANH = range(9, 32)
-LT, LE, GT, GE, EQ, NE, AND, OR, XOR, NOT, SELECT, LOAD_SHARED, SAFEMUL = range(32, 45)
-# fmt: on
+from ..ir.ops import OPCODE
 
-NAMES = (
-    "load", "const", "add", "sub", "mul", "div", "neg", "pow", "sqrt",
-    "abs", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "ceil",
-    "cos", "cosh", "exp", "expm1", "floor", "log", "log1p", "maximum", "minimum", "sign",
-    "sin", "sinh", "tan", "tanh",
-    "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select", "load_shared", "safemul",
-)
+# opcode numbers: positions of the records in ir/ops.py
+LOAD = OPCODE['load']
+CONST = OPCODE['const']
+ADD = OPCODE['add']
+SUB = OPCODE['sub']
+MUL = OPCODE['mul']
+DIV = OPCODE['div']
+NEG = OPCODE['neg']
+POW = OPCODE['pow']
+SQRT = OPCODE['sqrt']
+ABS = OPCODE['abs']
+ARCCOS = OPCODE['arccos']
+ARCCOSH = OPCODE['arccosh']
+ARCSIN = OPCODE['arcsin']
+ARCSINH = OPCODE['arcsinh']
+ARCTAN = OPCODE['arctan']
+ARCTAN2 = OPCODE['arctan2']
+ARCTANH = OPCODE['arctanh']
+CEIL = OPCODE['ceil']
+COS = OPCODE['cos']
+COSH = OPCODE['cosh']
+EXP = OPCODE['exp']
+EXPM1 = OPCODE['expm1']
+FLOOR = OPCODE['floor']
+LOG = OPCODE['log']
+LOG1P = OPCODE['log1p']
+MAXIMUM = OPCODE['maximum']
+MINIMUM = OPCODE['minimum']
+SIGN = OPCODE['sign']
+SIN = OPCODE['sin']
+SINH = OPCODE['sinh']
+TAN = OPCODE['tan']
+TANH = OPCODE['tanh']
+LT = OPCODE['lt']
+LE = OPCODE['le']
+GT = OPCODE['gt']
+GE = OPCODE['ge']
+EQ = OPCODE['eq']
+NE = OPCODE['ne']
+AND = OPCODE['and']
+OR = OPCODE['or']
+XOR = OPCODE['xor']
+NOT = OPCODE['not']
+SELECT = OPCODE['select']
+LOAD_SHARED = OPCODE['load_shared']
+SAFEMUL = OPCODE['safemul']
+LOGADDEXP = OPCODE['logaddexp']
+LOGADDEXP2 = OPCODE['logaddexp2']
+NAMES = tuple(OPCODE)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -132,6 +169,10 @@ def _step(code, consts, inputs, shared, work):
             work[k] = shared[a]
         elif op == SAFEMUL:
             work[k] = work[a] - work[a] if work[a] == 0 else work[a] * work[b]
+        elif op == LOGADDEXP:
+            work[k] = np.logaddexp(work[a], work[b])
+        elif op == LOGADDEXP2:
+            work[k] = np.logaddexp2(work[a], work[b])
 
 
 @njit(cache=True, nogil=True)

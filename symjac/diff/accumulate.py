@@ -1,9 +1,9 @@
 """Derivatives on the DAG: forward and reverse accumulation.
 
 Nothing here expands trees.  Each node's *local* partial derivatives are
-built once (from SymPy's ``fdiff`` for functions, by the sum/product/power
-rules for ``Add``/``Mul``/``Pow``, or from a primitive's select rule) and the
-chain rule combines them along the graph, so derivative nodes reuse the
+built once (by its record's rule in ``ir/ops.py``: explicit partials for
+``Add``/``Mul``/``Pow``, a select rule, zero, or SymPy's ``fdiff`` for
+functions) and the chain rule combines them along the graph, so derivative nodes reuse the
 original nodes and the result stays linear in the size of the DAG.
 
 Tangents and adjoints are *sparse*: a node's tangent is a dict from a key
@@ -32,7 +32,7 @@ from sympy.core.basic import Basic
 
 from .._errors import UnsupportedOperationError
 from ..ir import graph as g
-from ..trace.primitives import HEAD_RULES, NO_DERIVATIVE
+from ..ir import ops as _ops
 
 #: Overrides by SymPy head -> function(node) -> list of (operand, partial).
 #: Empty in normal use; tests put a deliberately wrong rule here to prove the
@@ -51,66 +51,27 @@ def clear_templates() -> None:
 
 
 def local_rule(node: Basic):
-    """How ``node`` differentiates: ``("smooth", partials)``, ``("select", branches)``
-    or ``("zero", None)``.  ``partials`` is a list of (operand, partial node)."""
+    """How ``node`` differentiates: ``("smooth", partials)``, ``("select", branches)``,
+    ``("safe", operands)`` or ``("zero", None)``, from its record's rule.
+    ``partials`` is a list of (operand, partial node)."""
     head = node.func
     if head in PARTIAL_OVERRIDES:
         return "smooth", PARTIAL_OVERRIDES[head](node)
-    if head is g.SafeMul:
-        return "safe", node.args
-    rule = HEAD_RULES.get(head)
-    if rule == NO_DERIVATIVE:
+    op = _ops.BY_HEAD.get(head)
+    rule = op.derivative if op is not None else None
+    if rule == _ops.ZERO:
         return "zero", None
-    if rule is not None:
-        return "select", rule(node)
-    if head is g.Add:
-        return "smooth", [(a, g.ONE) for a in node.args]
-    if head is g.Mul:
-        return "smooth", _mul_partials(node)
-    if head is g.Pow:
-        return "smooth", _pow_partials(node)
+    if rule == _ops.SAFE:
+        return "safe", node.args
+    if isinstance(rule, _ops.Select):
+        return "select", rule.branches(node)
+    if isinstance(rule, _ops.Partials):
+        return "smooth", rule.partials(node)
     if node.is_Relational or node.is_Boolean:
         return "zero", None
     if isinstance(node, sp.Function):
         return "smooth", _function_partials(node)
     raise UnsupportedOperationError(f"symjac cannot differentiate nodes of type {head.__name__}")
-
-
-def _mul_partials(node: Basic) -> list:
-    args = node.args
-    coeff = args[0] if args[0].is_Number else g.ONE
-    factors = list(args[1:] if args[0].is_Number else args)
-    n = len(factors)
-    if n <= 3:
-        return [
-            (f, g.mul(coeff, *(factors[:i] + factors[i + 1 :])))
-            for i, f in enumerate(factors)
-        ]
-    # prefix/suffix products: O(n) nodes instead of O(n^2) for long products
-    prefix = [g.ONE]
-    for f in factors[:-1]:
-        prefix.append(g.mul(prefix[-1], f))
-    suffix = [g.ONE]
-    for f in reversed(factors[1:]):
-        suffix.append(g.mul(f, suffix[-1]))
-    suffix.reverse()
-    return [(f, g.mul(coeff, prefix[i], suffix[i])) for i, f in enumerate(factors)]
-
-
-def _pow_partials(node: Basic) -> list:
-    base, exp = node.args
-    out = []
-    if not base.is_Number:
-        if exp == g.HALF:
-            # d sqrt(b) = 1 / (2 sqrt(b)): reuse the sqrt node
-            out.append((base, g.mul(g.HALF, g.pow_(node, g.NEG_ONE))))
-        elif exp.is_Number:
-            out.append((base, g.mul(exp, g.pow_(base, exp - 1))))
-        else:
-            out.append((base, g.mul(exp, g.pow_(base, g.add(exp, g.NEG_ONE)))))
-    if not exp.is_Number:
-        out.append((exp, g.mul(g.call(sp.log, base), node)))
-    return out
 
 
 def _function_partials(node: Basic) -> list:
@@ -207,12 +168,6 @@ def _select_tangent(branches, tangents: dict) -> dict:
     return out
 
 
-#: Heads that can turn finite operands into inf or NaN (poles, domain edges,
-#: overflow).  A partial built without them is finite wherever the inputs are.
-_MAY_BLOW_UP = {sp.log, sp.tan, sp.asin, sp.acos, sp.atanh, sp.acosh, sp.exp, sp.sinh, sp.cosh}
-_MAY_BLOW_UP.update(f for f in HEAD_RULES if getattr(f, "__name__", "") in ("log1p", "expm1"))
-
-
 def _may_blow_up(node: Basic) -> bool:
     """True unless ``node`` is finite for every finite input (memoised per build)."""
     table = g._INTERN.get()
@@ -220,12 +175,8 @@ def _may_blow_up(node: Basic) -> bool:
     if node in memo:
         return memo[node]
     for sub in g.topo_order([node], done=memo):
-        head = sub.func
-        if head is g.Pow:
-            exp = sub.args[1]
-            own = not (exp.is_Integer and exp >= 0)
-        else:
-            own = head in _MAY_BLOW_UP
+        op = _ops.BY_HEAD.get(sub.func)
+        own = op is not None and op.may_blow_up(sub)
         memo[sub] = own or any(memo.get(a, False) for a in g.operands(sub))
     if node not in memo:  # a leaf
         memo[node] = node.is_Number and not node.is_finite

@@ -8,6 +8,13 @@ evaluation costs 20-50 µs a node and flattens ``Add(Add(a, b), c)`` into
 microsecond; the few simplifications that matter for derivatives (``x*0 = 0``,
 ``x*1 = x``, ``x + 0 = x``, constant folding) are done here by hand.
 
+Two families of builders: ``add``/``mul``/``div``... simplify algebraically
+(``x*0 = 0``, ``2*(3*x) = 6*x``) and build derivatives, where a zero factor
+means "no dependence".  The traced NumPy operations themselves use
+``exact_mul``/``exact_div``, which keep IEEE semantics: ``x * 0.0`` is NaN for
+infinite ``x``, ``(2 * (3 * x))`` rounds twice, ``x / 0.1`` is a division, and
+constants fold as float64 arithmetic does (``1e200 * 1e200 = inf``).
+
 Inside a :func:`building` block every node is *interned*: building the same
 head over the same operands twice returns the same object.  That keeps the
 graph a DAG (common subexpressions are one node) and makes equality checks
@@ -22,6 +29,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
+import numpy as np
 import sympy as sp
 from sympy.core.basic import Basic
 from sympy.functions.elementary.piecewise import ExprCondPair
@@ -76,14 +84,39 @@ def _node(head: type, args: tuple) -> Basic:
     node = table.get(key)
     if node is None:
         node = table[key] = _raw(head, args)
-        if not len(table) & 0xFFFF:  # every 65,536 new nodes
-            _check_size(len(table))
+        if not len(table) & _CHECK_EVERY:
+            _check_size(len(table) + table.get(_PLACEHOLDERS, 0))
     return node
+
+
+_CHECK_EVERY = 0x3FFF  # the size check runs every 16,384 new nodes
+_PLACEHOLDERS = ("placeholders",)  # key of the placeholder count in the interning scope
+
+
+def count_placeholders(n: int, what: str) -> None:
+    """Count ``n`` input symbols toward the node limit, refusing *before* they
+    are made when they alone would exceed it (a 1e6-element argument)."""
+    from .._config import LIMITS
+    from .._errors import ResourceLimitError
+
+    table = _INTERN.get()
+    total = n + (0 if table is None else table.get(_PLACEHOLDERS, 0))
+    if total >= LIMITS.max_nodes:
+        raise ResourceLimitError(
+            f"{what} has {n:,} elements, and symjac makes a symbol for each (and then a node for every "
+            f"operation on each): over the limit of {LIMITS.max_nodes:,} expression nodes "
+            "(sj.set_limits(max_nodes=...)). For a function applied to many independent samples, trace "
+            "one sample and batch it: sj.vmap(f)(X) (or sj.vmap(sj.jacobian(f))(X)); for a large "
+            "system with sparse derivatives, sparse=True builds only the nonzeros; or raise the limit."
+        )
+    if table is not None:
+        table[_PLACEHOLDERS] = total
 
 
 def _check_size(n: int) -> None:
     from .._config import LIMITS
-    from .._errors import ResourceLimitError, warn
+    from .._errors import ResourceLimitError
+    from .._location import user_stacklevel
 
     if n >= LIMITS.max_nodes:
         raise ResourceLimitError(
@@ -94,9 +127,13 @@ def _check_size(n: int) -> None:
             "Jacobian, or sparse=True."
         )
     if n >= LIMITS.warn_nodes and not getattr(_check_size, "warned", False):
+        import warnings
+
         _check_size.warned = True
-        warn(f"symjac: the expression graph has {n:,} nodes; tracing and differentiating this "
-             "function will take a while and a lot of memory.", ResourceWarning)
+        warnings.warn(
+            f"symjac: the expression graph has {n:,} nodes; tracing and differentiating this "
+            "function will take a while and a lot of memory.", ResourceWarning, stacklevel=user_stacklevel()
+        )
 
 
 def _raw(head: type, args: tuple) -> Basic:
@@ -127,6 +164,10 @@ def const(value) -> Basic:
     if v.is_integer() and abs(v) < 2**53:
         return sp.Integer(int(v))
     return sp.Float(v)
+
+
+def is_const(e: Basic) -> bool:
+    return e.is_Number or e is TRUE or e is FALSE
 
 
 def _fold(e: Basic) -> Basic:
@@ -227,7 +268,14 @@ def safe_mul(a: Basic, b: Basic) -> Basic:
 
 
 def neg(a: Basic) -> Basic:
-    return mul(NEG_ONE, a)
+    """``-a``.  Negation never rounds, so ``-(c * x)`` becomes ``(-c) * x``; a
+    zero coefficient stays a product (``-(0 * x)`` is NaN for infinite ``x``).
+    Exact, so traced code uses it too."""
+    if a.is_Number:
+        return -a
+    if a.func is Mul and a.args[0].is_Number and a.args[0] is not ZERO:
+        return _node(Mul, (-a.args[0], *a.args[1:])) if a.args[0] != -1 or len(a.args) > 2 else a.args[1]
+    return _node(Mul, (NEG_ONE, a))
 
 
 def sub(a: Basic, b: Basic) -> Basic:
@@ -246,10 +294,70 @@ def pow_(base: Basic, exp: Basic) -> Basic:
         if exp == 1:
             return base
         if base.is_Number:
+            if base is ZERO and exp < 0:
+                return sp.oo  # IEEE: 1 / +0.0 = inf (SymPy would say zoo)
             return _fold(base**exp)
     elif base == 1:
         return ONE
     return _node(Pow, (base, exp))
+
+
+# ----- IEEE-exact arithmetic of traced NumPy operations ---------------------------
+
+
+def _ieee(op, a: Basic, b: Basic) -> Basic:
+    """Two numbers combined as float64 arithmetic combines them (overflow to
+    inf, 0/0 = nan, one rounding), as NumPy would."""
+    with np.errstate(all="ignore"):
+        return const(op(np.float64(_number_value(a)), np.float64(_number_value(b))))
+
+
+def _number_value(e: Basic) -> float:
+    if e is sp.oo:
+        return math.inf
+    if e is NEG_INF:
+        return -math.inf
+    if e is sp.nan:
+        return math.nan
+    return float(e)
+
+
+NEG_INF = -sp.oo
+
+
+def exact_mul(*factors: Basic) -> Basic:
+    """``((f0 * f1) * f2) ...`` as NumPy computes it: numbers fold as float64
+    products, ``x * 1 = x``, and nothing else is simplified -- ``x * 0.0`` stays
+    (NaN for infinite ``x``) and constants are not regrouped across products."""
+    acc = factors[0]
+    for f in factors[1:]:
+        if acc.is_Number and f.is_Number:
+            acc = _ieee(np.multiply, acc, f)
+        elif f is ONE:
+            continue
+        elif acc is ONE:
+            acc = f
+        elif f.is_Number:
+            acc = _node(Mul, (f, acc))  # numbers first, as the lowering expects
+        else:
+            acc = _node(Mul, (acc, f))
+    return acc
+
+
+def exact_div(a: Basic, b: Basic) -> Basic:
+    """``a / b`` as NumPy computes it: one division (``x / 0.1`` is not ``x * 10``,
+    ``x / 0.0`` is ``±inf`` or NaN), numbers folded as float64 division."""
+    if a.is_Number and b.is_Number:
+        return _ieee(np.true_divide, a, b)
+    if b is ONE:
+        return a
+    if b.is_Integer and b is not ZERO:
+        reciprocal = pow_(b, NEG_ONE)  # 1/q: the lowering divides by q, exactly as a / q
+    else:
+        reciprocal = _node(Pow, (b, NEG_ONE))  # kept as a division, however b looks
+    if a is ONE:
+        return reciprocal
+    return _node(Mul, (reciprocal, a)) if reciprocal.is_Number else _node(Mul, (a, reciprocal))
 
 
 def call(head: type, *args: Basic) -> Basic:
@@ -339,7 +447,9 @@ def rebuild(node: Basic, args: Sequence[Basic]) -> Basic:
     if head is Add:
         return add(*args)
     if head is Mul:
-        return mul(*args)
+        # traced products must stay IEEE-exact (a zero or regrouped coefficient
+        # would change inf/nan results); for derivative nodes it only costs form
+        return exact_mul(*args)
     if head is Pow:
         return pow_(*args)
     if head is Piecewise:
@@ -367,6 +477,15 @@ def substitute(roots: Sequence[Basic], mapping: dict) -> list[Basic]:
         if any(n is not a for n, a in zip(new, args)):
             done[node] = rebuild(node, new)
     return [done.get(r, r) for r in roots]
+
+
+def free_leaves(roots: Iterable[Basic]) -> set:
+    """The Symbols reachable from ``roots``."""
+    roots = list(roots)
+    out = {r for r in roots if r.is_Symbol}
+    for node in topo_order(roots):
+        out.update(a for a in operands(node) if a.is_Symbol)
+    return out
 
 
 def structural_hash(roots: Sequence[Basic], symbol_ids: dict) -> str:

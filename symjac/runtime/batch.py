@@ -16,7 +16,7 @@ from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
 from . import memory
 from .kernel import Kernel
-from .program import Compiled
+from .program import Compiled, check_integers
 from .stats import STATS
 
 #: batch size x program operations above which the batch loop runs on all threads
@@ -84,6 +84,8 @@ class BatchProgram(Kernel):
         c = self.compiled
         dtype = c.dtype
         _check_memory(size, self.bytes_per_sample)
+        if c._int_args:
+            check_integers(c, leaves)
         # the batch kernel writes every entry (zeros included); the tape only the nonzeros
         alloc = np.empty if self.kernel is not None else np.zeros
         outs = [alloc((size, *s), dtype=dtype) for s in self.out_shapes]

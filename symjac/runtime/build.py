@@ -19,6 +19,7 @@ from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
 from ..backend import tape as _tape
 from ..diff import products
+from ..trace import integers
 from ..trace.symarray import SymArray
 from ..trace.tracer import ArgSpec, input_symbols, spec_of, tracing
 from . import layout, warm
@@ -117,13 +118,17 @@ def program(request: Request, args: Sequence) -> tuple[Compiled, bool]:
     warm-start cache (else it was differentiated and generated now)."""
     with tracing():
         partial, leaves = _trace(request, args)
+        # integer arguments are checked on every call against what this trace needs
+        limit = integers.limit(), [n for n, s in enumerate(leaves.specs) if s.dtype.kind in "biu"]
         entry = warm.key(request, leaves, partial.traced)
         if entry is not None:
             compiled = warm.load(entry, request, leaves.parameters, [s.shape for s in leaves.specs])
             if compiled is not None:
+                compiled.limit_integers(*limit)
                 return compiled, True
         built = _finish(partial, leaves)
     compiled = generate(request, built)
+    compiled.limit_integers(*limit)
     if entry is not None:
         warm.save(entry, compiled)
     return compiled, False

@@ -17,6 +17,8 @@ from .._errors import ArgumentError
 
 def leaf_key(value):
     """Shape and dtype of a runtime argument (a tuple of them for a tuple)."""
+    if isinstance(value, np.ma.MaskedArray):  # keyed apart: one with masked entries is refused
+        return ("masked", bool(np.ma.getmaskarray(value).any()), value.shape, value.dtype.char)
     if isinstance(value, np.ndarray):
         return (value.shape, value.dtype.char)
     if isinstance(value, float):
@@ -48,6 +50,8 @@ def value_key(value):
         return (float, value.hex())
     if kind is int or kind is bool or kind is str or value is None:
         return (kind, value)
+    if isinstance(value, np.ma.MaskedArray):
+        return (np.ma.MaskedArray, value.shape, value.dtype.str, value.tobytes(), np.ma.getmaskarray(value).tobytes())
     if isinstance(value, np.ndarray):
         return (np.ndarray, value.shape, value.dtype.str, value.tobytes())
     if isinstance(value, np.generic):

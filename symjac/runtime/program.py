@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import ArgumentError
 from ..backend import codegen as _codegen
 from ..backend import tape as _tape
 from ..diff.blocks import Offsets
@@ -60,6 +61,16 @@ class Compiled(Kernel):
         # (~50 µs) before refusing them, so they are converted up front
         self._scalar_args = [i for i, is_array in self._arg_index if not is_array]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
+        self.int_limit: int | None = None
+        self._int_args: list[int] = []
+
+    def limit_integers(self, limit: int | None, positions: list[int]) -> None:
+        """Check the integer inputs at ``positions`` (leaf indices) against
+        ``limit`` on every call (see ``trace.integers``); None: no check."""
+        self.int_limit = limit
+        self._int_args = [] if limit is None else list(positions)
+        if self._int_args:
+            self._fast = False  # the general path checks them
 
     def retire(self) -> None:
         super().retire()
@@ -118,6 +129,8 @@ class Compiled(Kernel):
     def _call(self, args: Sequence):
         dtype = self.dtype
         inputs = []
+        if self._int_args:
+            check_integers(self, [args[i] if k is None else args[i][k] for i, k in self.leaves])
         for (i, k), shape in zip(self.leaves, self.in_shapes, strict=True):
             value = args[i] if k is None else args[i][k]
             arr = np.ascontiguousarray(value, dtype=dtype)
@@ -153,3 +166,25 @@ class Compiled(Kernel):
             out = out.reshape(batch + (slot,))[..., : int(np.prod(shape))].reshape(batch + shape)
             results.append(out[()] if not batch and shape == () else out)
         return results
+
+
+def check_integers(compiled: Compiled, leaves: Sequence) -> None:
+    """Refuse integer arguments beyond the magnitude for which the program's
+    integer values stay exact in float64 (``trace.integers``)."""
+    for n in compiled._int_args:
+        value = np.asarray(leaves[n])
+        if value.size == 0:
+            continue
+        if value.dtype.kind in "iub":  # compared as Python ints: exact, and no abs() overflow
+            big = max(int(value.max()), -int(value.min()))
+        else:  # (a float array given where the program was built for integers)
+            big = float(np.max(np.abs(value)))
+        if big > compiled.int_limit:
+            name = compiled.spec.inputs[n][0]
+            raise ArgumentError(
+                f"integer argument {name!r} has a value of magnitude {big}; this program computes "
+                f"its integer values exactly (as NumPy's int64 would) only for integer arguments up to "
+                f"{compiled.int_limit:,}, because symjac computes in float64, which holds integers up to "
+                "2**53. Convert the argument to float (rounding then happens as in NumPy's float64), "
+                "or pass it through static_argnums."
+            )

@@ -127,6 +127,8 @@ def payload(compiled: Compiled) -> tuple[dict, dict]:
         "out_dtypes": [d.str for d in compiled.out_dtypes],
         "dtype": compiled.dtype.str,
         "template": _template_to_json(compiled.template, arrays),
+        "int_limit": compiled.int_limit,
+        "int_args": list(compiled._int_args),
     }
     return meta, arrays
 
@@ -143,11 +145,14 @@ def from_payload(meta: dict, arrays: dict, spec: _codegen.KernelSpec, path: Path
     from the caller, never from the payload."""
     leaves = [(int(i), None if k is None else int(k)) for i, k in meta["leaves"]]
     tape = Tape(*(arrays[name] for name in _TAPE_ARRAYS))
-    return Compiled(
+    compiled = Compiled(
         spec, path, leaves, [tuple(int(n) for n in s) for s in meta["leaf_shapes"]],
         [tuple(int(n) for n in s) for s in meta["out_shapes"]], [_dtype(d, "biuf") for d in meta["out_dtypes"]],
         _template_from_json(meta["template"], arrays), tape,
     )
+    limit = meta.get("int_limit")
+    compiled.limit_integers(None if limit is None else int(limit), [int(n) for n in meta.get("int_args", [])])
+    return compiled
 
 
 def payload_dtype(meta: dict) -> np.dtype:

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._errors import UnsupportedOperationError
+from .._errors import ShapeError, UnsupportedOperationError
+from .._location import user_location
 from ..ir import graph as g
 from .symarray import (
     SymArray,
@@ -199,8 +200,10 @@ def tensordot(a, b, axes_a: Sequence[int], axes_b: Sequence[int]) -> SymArray:
     free_b = [i for i in range(eb.ndim) if i not in axes_b]
     for x, y in zip(axes_a, axes_b):
         if ea.shape[x] != eb.shape[y]:
-            raise ValueError(
-                f"shape mismatch for contraction: {ea.shape} axis {x} vs {eb.shape} axis {y}"
+            raise ShapeError(
+                f"a contraction needs matching lengths, but {ea.shape} has {ea.shape[x]} along axis {x} "
+                f"and {eb.shape} has {eb.shape[y]} along axis {y}{user_location()}. Check the operands' "
+                "shapes (a transpose .T, or a reshape, is often what is missing)."
             )
     k = math.prod(ea.shape[x] for x in axes_a)
     A = np.transpose(ea, free_a + axes_a).reshape(-1, k)
@@ -215,14 +218,18 @@ def matmul(a, b) -> SymArray:
     ea, da = as_elems(a)
     eb, db = as_elems(b)
     if ea.ndim == 0 or eb.ndim == 0:
-        raise ValueError("matmul: input operand does not have enough dimensions")
+        raise ShapeError(
+            f"matmul (@) needs arrays with at least one axis, but got shapes {ea.shape} and "
+            f"{eb.shape}{user_location()}. Multiply by a scalar with * instead."
+        )
     va, vb = ea.ndim == 1, eb.ndim == 1
     A = ea[None, :] if va else ea
     B = eb[:, None] if vb else eb
     if A.shape[-1] != B.shape[-2]:
-        raise ValueError(
-            f"matmul: mismatch in core dimension: {ea.shape} @ {eb.shape} "
-            f"({A.shape[-1]} != {B.shape[-2]})"
+        raise ShapeError(
+            f"matmul (@) needs the last axis of the left operand to match the second-to-last of the "
+            f"right one, but {ea.shape} @ {eb.shape} has {A.shape[-1]} against {B.shape[-2]}"
+            f"{user_location()}. Check the operands' shapes (a transpose .T is often what is missing)."
         )
     batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     A = np.broadcast_to(A, batch + A.shape[-2:])
@@ -241,7 +248,7 @@ def dot(a, b) -> SymArray:
     ea, _ = as_elems(a)
     eb, _ = as_elems(b)
     if ea.ndim == 0 or eb.ndim == 0:
-        return elementwise(g.mul, (a, b), result_dtype(np.multiply, as_elems(a)[1], as_elems(b)[1]))
+        return elementwise(g.exact_mul, (a, b), result_dtype(np.multiply, as_elems(a)[1], as_elems(b)[1]))
     if eb.ndim == 1:
         return tensordot(a, b, [-1], [0])
     return tensordot(a, b, [-1], [-2])
@@ -281,7 +288,10 @@ def einsum(subscripts: str, *operands) -> SymArray:
                 if sizes[c] == 1:
                     sizes[c] = n
                 elif n != 1:
-                    raise ValueError(f"einsum: size mismatch for index '{c}': {sizes[c]} vs {n}")
+                    raise ShapeError(
+                        f"np.einsum: index '{c}' has length {sizes[c]} in one operand and {n} in "
+                        f"another{user_location()}. Check the subscripts against the operands' shapes."
+                    )
     summed = [c for c in sizes if c not in output]
     out = np.empty(tuple(sizes[c] for c in output), dtype=object)
     for oidx in np.ndindex(out.shape):

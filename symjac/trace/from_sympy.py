@@ -25,8 +25,8 @@ from .._errors import (
     ShapeError,
     UnsupportedOperationError,
 )
-from ..backend import codegen as _codegen
 from ..ir import graph as g
+from ..ir import ops as _ops
 from .symarray import SymArray, from_object_array, is_traced
 
 #: Functions without a kernel operation of their own, written with ones that have.
@@ -43,7 +43,8 @@ _LOGIC = (sp.And, sp.Or, sp.Xor, sp.Not)
 
 
 def _supported_names() -> str:
-    names = {h.__name__ for h in (*_codegen.FUNCTIONS, *_REWRITES)} | {"Piecewise", "Heaviside"}
+    heads = [h for h in _ops.BY_HEAD if _ops.is_function_head(h)]
+    names = {h.__name__ for h in (*heads, *_REWRITES)} | {"Piecewise", "Heaviside"}
     return ", ".join(sorted(names))
 
 
@@ -161,7 +162,7 @@ class _Translator:
             x = args[0]
             return g.select([(g.ONE, g.compare(sp.StrictGreaterThan, x, g.ZERO)),
                              (at_zero, g.compare(sp.Eq, x, g.ZERO)), (g.ZERO, g.TRUE)])
-        if head in _codegen.FUNCTIONS:
+        if _ops.is_function_head(head):
             return g.call(head, *args)
         raise UnsupportedOperationError(
             f"from_sympy: symjac has no kernel operation for {head.__name__} (in {node}). "

@@ -1,23 +1,16 @@
 """The primitive table: one row per NumPy operation symjac can trace.
 
-A row says everything symjac knows about an operation: the NumPy callables it
-answers to, how it builds SymPy nodes, its kind, and -- for the few heads whose
-derivative SymPy cannot supply in the form we need -- a derivative rule.  The
-derivatives of ``+ - * / **`` and of SymPy functions (``sin``, ``tanh``,
-``atan2``, ``Abs``, ...) come from SymPy itself (see ``_diff``).
+A row says how a NumPy callable builds nodes: its name, the callables, its
+kind (the docs' section), the build function and a docs line.  Callables that
+trace straight to one node type are bound by that type's record
+(``ir/ops.py``: its ``numpy`` field) and get their rows from it; the rows
+written here are *composite*: built from node builders (``log2 = log * c``,
+``var``, ``clip``, reductions, contractions, structure).  Derivatives are the
+records' business, never a row's.
 
-Derivative rules here are declarative:
-
-* ``NO_DERIVATIVE``: the node is piecewise constant (comparisons, ``sign``,
-  ``floor``); its derivative is structurally zero.
-* a *select rule* ``node -> [(condition, [(operand, weight), ...]), ...]``:
-  the derivative is the weighted sum of operand derivatives of the first
-  branch whose condition holds.  Selecting (rather than multiplying by an
-  indicator) is what keeps ``where(x < 1, x, sqrt(x))`` from giving NaN at 0.
-
-Adding an operation means adding a row.  ``tests/test_primitives.py`` fails if
-a row has no test case, and ``supported_operations()`` lists the rows for the
-docs.
+Adding an operation means adding a row (or a record).  ``tests/test_primitives.py``
+fails if a row has no test case, and ``supported_operations()`` lists the rows
+for the docs.
 """
 
 from __future__ import annotations
@@ -28,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
 
 from .._errors import UnsupportedOperationError
 from ..ir import graph as g
+from ..ir import ops as _ops
 from . import arrayops as ops
 from .arrayops import (
     elementwise,
@@ -50,8 +43,6 @@ from .symarray import (
     from_object_array,
 )
 
-NO_DERIVATIVE = "zero"
-
 
 @dataclass(frozen=True)
 class Primitive:
@@ -62,33 +53,6 @@ class Primitive:
     kind: str
     build: Callable
     doc: str
-    head: type | None = None
-    derivative: object = None  # None: SymPy's; NO_DERIVATIVE; or a select rule
-
-
-# ----- select rules ----------------------------------------------------------------
-
-
-def _select_max(node):
-    a, b = node.args
-    return [
-        (g.compare(sp.StrictGreaterThan, a, b), [(a, g.ONE)]),
-        (g.compare(sp.StrictLessThan, a, b), [(b, g.ONE)]),
-        (g.TRUE, [(a, g.HALF), (b, g.HALF)]),
-    ]
-
-
-def _select_min(node):
-    a, b = node.args
-    return [
-        (g.compare(sp.StrictLessThan, a, b), [(a, g.ONE)]),
-        (g.compare(sp.StrictGreaterThan, a, b), [(b, g.ONE)]),
-        (g.TRUE, [(a, g.HALF), (b, g.HALF)]),
-    ]
-
-
-def _select_piecewise(node):
-    return [(pair.args[1], [(pair.args[0], g.ONE)]) for pair in node.args]
 
 
 # ----- scalar node builders ---------------------------------------------------------
@@ -111,14 +75,6 @@ def _where(c, a, b):
 
 def _fn(head):
     return lambda *args: g.call(head, *args)
-
-
-def _cmp(head):
-    return lambda a, b: g.compare(head, a, b)
-
-
-def _bool_dtype(*dtypes):
-    return np.dtype(bool)
 
 
 def _float_result(*dtypes):
@@ -161,7 +117,7 @@ def _reduction(combine, mean=False, initial_ok=False):
         rdt = np.dtype(dtype) if dtype is not None else rdt
         if mean:
             def combine_(items):
-                return g.div(g.add(*items), sp.Integer(len(items)))
+                return g.exact_div(g.add(*items), sp.Integer(len(items)))
         else:
             combine_ = combine
         return ops.reduce(x, axis, keepdims, combine_, rdt)
@@ -174,6 +130,35 @@ def _extremum(pair):
         ops._reject_kwargs("max/min", {"out": out, **kwargs})
         x = from_object_array(a)
         return ops.reduce(x, axis, keepdims, lambda items: ops.pairwise(pair, items), x.dtype)
+
+    return build
+
+
+def _moment(root: bool):
+    """np.var / np.std as NumPy computes them: the mean (sum / n), the squared
+    deviations ``d * d``, their sum / (n - ddof); std is its square root.
+    With ddof >= n the sum is multiplied by inf (NumPy's x / 0: inf, or NaN for 0)."""
+
+    def build(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+              correction=None):
+        ops._reject_kwargs("var/std", {"out": out, "where": where, "mean": mean})
+        if correction is not None:
+            if ddof != 0:
+                raise ValueError("ddof and correction can't be provided simultaneously.")
+            ddof = correction
+        x = from_object_array(a)
+        rdt = np.dtype(dtype) if dtype is not None else float_dtype(x.dtype)
+
+        def combine(items):
+            n = sp.Integer(len(items))
+            m = g.exact_div(g.add(*items), n)
+            squares = [g.exact_mul(d, d) for d in (g.sub(v, m) for v in items)]
+            count = max(len(items) - ddof, 0)
+            total = g.add(*squares)
+            var = g.exact_div(total, g.const(count)) if count else g.exact_mul(total, sp.oo)
+            return g.pow_(var, g.HALF) if root else var
+
+        return ops.reduce(x, axis, keepdims, combine, rdt)
 
     return build
 
@@ -252,7 +237,7 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     parts = []
     for i, j in ((1, 2), (2, 0), (0, 1)):
         parts.append(
-            elementwise(lambda p, q, r, s: g.sub(g.mul(p, s), g.mul(q, r)),
+            elementwise(lambda p, q, r, s: g.sub(g.exact_mul(p, s), g.exact_mul(q, r)),
                         (A[..., i], A[..., j], B[..., i], B[..., j]), dtype).elems
         )
     return SymArray(np.stack(parts, axis=-1), dtype)
@@ -342,74 +327,49 @@ def _query(fn):
 # ----- the table ----------------------------------------------------------------------
 
 
-def _ufunc(name, ufunc, fn, doc, head=None, derivative=None, kind="elementwise", out_dtype=None):
-    return Primitive(name, (ufunc,), kind, ufunc_builder(ufunc, fn, out_dtype), doc, head, derivative)
+def _ufunc(name, ufunc, fn, doc, out_dtype=None):
+    return Primitive(name, (ufunc,), "elementwise", ufunc_builder(ufunc, fn, out_dtype), doc)
 
 
 def _func(name, funcs, build, doc, kind="structural"):
     return Primitive(name, tuple(funcs), kind, build, doc)
 
 
+def _record_rows() -> list[Primitive]:
+    """A row per NumPy callable that traces straight to a node type (its record's ``numpy``)."""
+    return [Primitive(fn.__name__, (fn,), op.kind, ufunc_builder(fn, op.node), op.doc)
+            for op in _ops.RECORDS for fn in op.numpy]
+
+
+_DEG = sp.Float(math.pi / 180)
+_RAD = sp.Float(180 / math.pi)
+
 TABLE: list[Primitive] = [
-    # ----- arithmetic --------------------------------------------------------------
-    _ufunc("add", np.add, g.add, "a + b"),
+    *_record_rows(),
+    # ----- arithmetic (composites of the records) ---------------------------------------------
     _ufunc("subtract", np.subtract, g.sub, "a - b"),
-    _ufunc("multiply", np.multiply, g.mul, "a * b"),
-    _ufunc("divide", np.true_divide, g.div, "a / b", out_dtype=_float_result),
+    _ufunc("divide", np.true_divide, g.exact_div, "a / b", out_dtype=_float_result),
     _ufunc("negative", np.negative, g.neg, "-a"),
     _ufunc("positive", np.positive, lambda a: a, "+a"),
-    _ufunc("power", np.power, g.pow_, "a ** b"),
     _ufunc("float_power", np.float_power, g.pow_, "a ** b in float64"),
     _ufunc("square", np.square, lambda a: g.pow_(a, sp.Integer(2)), "a ** 2"),
-    _ufunc("reciprocal", np.reciprocal, lambda a: g.pow_(a, g.NEG_ONE), "1 / a"),
+    _ufunc("reciprocal", np.reciprocal, lambda a: g.exact_div(g.ONE, a), "1 / a"),
     _ufunc("sqrt", np.sqrt, lambda a: g.pow_(a, g.HALF), "square root (a ** 1/2)"),
-    _ufunc("absolute", np.absolute, _fn(sp.Abs), "|a|; derivative sign(a), 0 at a = 0", head=sp.Abs),
-    _ufunc("fabs", np.fabs, _fn(sp.Abs), "|a| as a float"),
-    _ufunc("sign", np.sign, _fn(sp.sign), "sign(a); derivative 0", head=sp.sign, derivative=NO_DERIVATIVE),
-    _ufunc("floor", np.floor, _fn(sp.floor), "floor; derivative 0", head=sp.floor, derivative=NO_DERIVATIVE),
-    _ufunc("ceil", np.ceil, _fn(sp.ceiling), "ceiling; derivative 0", head=sp.ceiling, derivative=NO_DERIVATIVE),
-    # ----- exponentials and logarithms -------------------------------------------------
-    _ufunc("exp", np.exp, _fn(sp.exp), "e ** a", head=sp.exp),
     _ufunc("exp2", np.exp2, lambda a: g.pow_(sp.Integer(2), a), "2 ** a"),
-    _ufunc("expm1", np.expm1, _fn(expm1), "exp(a) - 1, accurate near 0", head=expm1),
-    _ufunc("log", np.log, _fn(sp.log), "natural logarithm", head=sp.log),
     _ufunc("log2", np.log2, lambda a: g.mul(g.call(sp.log, a), _LOG2), "base-2 logarithm"),
     _ufunc("log10", np.log10, lambda a: g.mul(g.call(sp.log, a), _LOG10), "base-10 logarithm"),
-    _ufunc("log1p", np.log1p, _fn(log1p), "log(1 + a), accurate near 0", head=log1p),
-    # ----- trigonometric and hyperbolic ----------------------------------------------
-    _ufunc("sin", np.sin, _fn(sp.sin), "sine", head=sp.sin),
-    _ufunc("cos", np.cos, _fn(sp.cos), "cosine", head=sp.cos),
-    _ufunc("tan", np.tan, _fn(sp.tan), "tangent", head=sp.tan),
-    _ufunc("arcsin", np.arcsin, _fn(sp.asin), "inverse sine", head=sp.asin),
-    _ufunc("arccos", np.arccos, _fn(sp.acos), "inverse cosine", head=sp.acos),
-    _ufunc("arctan", np.arctan, _fn(sp.atan), "inverse tangent", head=sp.atan),
-    _ufunc("arctan2", np.arctan2, _fn(sp.atan2), "angle of the point (b, a): atan2(a, b)", head=sp.atan2),
     _ufunc("hypot", np.hypot, lambda a, b: g.pow_(g.add(g.pow_(a, sp.Integer(2)), g.pow_(b, sp.Integer(2))), g.HALF), "sqrt(a**2 + b**2)"),
-    _ufunc("sinh", np.sinh, _fn(sp.sinh), "hyperbolic sine", head=sp.sinh),
-    _ufunc("cosh", np.cosh, _fn(sp.cosh), "hyperbolic cosine", head=sp.cosh),
-    _ufunc("tanh", np.tanh, _fn(sp.tanh), "hyperbolic tangent", head=sp.tanh),
-    _ufunc("arcsinh", np.arcsinh, _fn(sp.asinh), "inverse hyperbolic sine", head=sp.asinh),
-    _ufunc("arccosh", np.arccosh, _fn(sp.acosh), "inverse hyperbolic cosine", head=sp.acosh),
-    _ufunc("arctanh", np.arctanh, _fn(sp.atanh), "inverse hyperbolic tangent", head=sp.atanh),
-    _ufunc("deg2rad", np.deg2rad, lambda a: g.mul(a, sp.Float(math.pi / 180)), "degrees to radians"),
-    _ufunc("rad2deg", np.rad2deg, lambda a: g.mul(a, sp.Float(180 / math.pi)), "radians to degrees"),
+    Primitive("deg2rad", (np.deg2rad, np.radians), "elementwise", ufunc_builder(np.deg2rad, lambda a: g.exact_mul(a, _DEG)), "degrees to radians"),
+    Primitive("rad2deg", (np.rad2deg, np.degrees), "elementwise", ufunc_builder(np.rad2deg, lambda a: g.exact_mul(a, _RAD)), "radians to degrees"),
     # ----- piecewise -----------------------------------------------------------------------
-    _ufunc("maximum", np.maximum, _max, "elementwise max; at ties the derivative is split 1/2 : 1/2", head=sp.Max, derivative=_select_max),
-    _ufunc("minimum", np.minimum, _min, "elementwise min; at ties the derivative is split 1/2 : 1/2", head=sp.Min, derivative=_select_min),
     Primitive("clip", (np.clip,), "piecewise", _clip_build, "np.clip(a, lo, hi) = minimum(maximum(a, lo), hi)"),
-    Primitive("where", (np.where,), "piecewise", _where_build, "np.where(cond, a, b); the derivative follows the branch taken", sp.Piecewise, _select_piecewise),
+    Primitive("where", (np.where,), "piecewise", _where_build, "np.where(cond, a, b); the derivative follows the branch taken"),
     Primitive("select", (np.select,), "piecewise", _select_build, "np.select(conditions, choices, default)"),
-    # ----- comparisons and logic ----------------------------------------------------------
-    _ufunc("less", np.less, _cmp(sp.StrictLessThan), "a < b", sp.StrictLessThan, NO_DERIVATIVE, "comparison", _bool_dtype),
-    _ufunc("less_equal", np.less_equal, _cmp(sp.LessThan), "a <= b", sp.LessThan, NO_DERIVATIVE, "comparison", _bool_dtype),
-    _ufunc("greater", np.greater, _cmp(sp.StrictGreaterThan), "a > b", sp.StrictGreaterThan, NO_DERIVATIVE, "comparison", _bool_dtype),
-    _ufunc("greater_equal", np.greater_equal, _cmp(sp.GreaterThan), "a >= b", sp.GreaterThan, NO_DERIVATIVE, "comparison", _bool_dtype),
-    _ufunc("equal", np.equal, _cmp(sp.Eq), "a == b", sp.Eq, NO_DERIVATIVE, "comparison", _bool_dtype),
-    _ufunc("not_equal", np.not_equal, _cmp(sp.Ne), "a != b", sp.Ne, NO_DERIVATIVE, "comparison", _bool_dtype),
-    Primitive("logical_and", (np.logical_and,), "logic", _logical(sp.And), "a and b, elementwise", sp.And, NO_DERIVATIVE),
-    Primitive("logical_or", (np.logical_or,), "logic", _logical(sp.Or), "a or b, elementwise", sp.Or, NO_DERIVATIVE),
-    Primitive("logical_not", (np.logical_not,), "logic", _logical(sp.Not), "not a, elementwise", sp.Not, NO_DERIVATIVE),
-    Primitive("logical_xor", (np.logical_xor,), "logic", _logical(sp.Xor), "a xor b, elementwise", sp.Xor, NO_DERIVATIVE),
+    # ----- logic ---------------------------------------------------------------------------------
+    Primitive("logical_and", (np.logical_and,), "logic", _logical(sp.And), "a and b, elementwise"),
+    Primitive("logical_or", (np.logical_or,), "logic", _logical(sp.Or), "a or b, elementwise"),
+    Primitive("logical_not", (np.logical_not,), "logic", _logical(sp.Not), "not a, elementwise"),
+    Primitive("logical_xor", (np.logical_xor,), "logic", _logical(sp.Xor), "a xor b, elementwise"),
     Primitive("bitwise_and", (np.bitwise_and,), "logic", _bitwise_as_logical("bitwise_and", sp.And), "a & b on boolean masks"),
     Primitive("bitwise_or", (np.bitwise_or,), "logic", _bitwise_as_logical("bitwise_or", sp.Or), "a | b on boolean masks"),
     Primitive("bitwise_xor", (np.bitwise_xor,), "logic", _bitwise_as_logical("bitwise_xor", sp.Xor), "a ^ b on boolean masks"),
@@ -417,11 +377,13 @@ TABLE: list[Primitive] = [
     # ----- reductions ------------------------------------------------------------------------
     Primitive("sum", (np.sum,), "reduction", _reduction(lambda items: g.add(*items)), "sum over axes (axis=, keepdims=)"),
     Primitive("mean", (np.mean,), "reduction", _reduction(None, mean=True), "mean over axes"),
-    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.mul(*items)), "product over axes"),
+    Primitive("var", (np.var,), "reduction", _moment(root=False), "variance over axes (ddof=, axis=, keepdims=, dtype=), as NumPy computes it"),
+    Primitive("std", (np.std,), "reduction", _moment(root=True), "standard deviation: sqrt of var (ddof=, axis=, keepdims=, dtype=)"),
+    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items)), "product over axes"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
     Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum"),
-    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.mul), "running product"),
+    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product"),
     Primitive("diff", (np.diff,), "reduction", _diff_build, "n-th discrete difference along an axis"),
     Primitive("trace", (np.trace,), "reduction", _trace, "sum of a diagonal"),
     Primitive("norm", (np.linalg.norm,), "reduction", _norm, "np.linalg.norm: vector 2-, 1-, inf-norms; Frobenius"),
@@ -477,16 +439,10 @@ def _register() -> None:
         BY_NAME[row.name] = row
         for fn in row.numpy:
             (UFUNCS if isinstance(fn, np.ufunc) else FUNCTIONS)[fn] = row
-    add_ufunc_methods(
-        [r.numpy[0].__name__ for r in TABLE if isinstance(r.numpy[0], np.ufunc) and r.numpy[0].nin == 1]
-    )
+    add_ufunc_methods([fn.__name__ for r in TABLE for fn in r.numpy if isinstance(fn, np.ufunc) and fn.nin == 1])
 
 
 _register()
-
-#: Derivative rules by SymPy head, read by ``_diff``.
-HEAD_RULES: dict = {row.head: row.derivative for row in TABLE if row.head is not None}
-
 
 def supported_operations() -> list[tuple[str, str, str]]:
     """The traceable NumPy operations as ``(numpy name, kind, description)`` rows.

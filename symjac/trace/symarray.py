@@ -10,16 +10,15 @@ below) and build new nodes.  This module knows nothing about derivatives.
 from __future__ import annotations
 
 import functools
-import os
-import sys
 from collections.abc import Callable
 
 import numpy as np
-import sympy as sp
 from sympy.core.basic import Basic
 
 from .._errors import TracerControlFlowError, TracerConversionError, UnsupportedOperationError
+from .._location import user_location
 from ..ir import graph as g
+from . import integers
 
 #: numpy ufunc -> Primitive, and numpy function -> Primitive (filled by _primitives).
 UFUNCS: dict = {}
@@ -46,6 +45,8 @@ class SymArray:
             elems = arr
         self.elems = elems
         self.dtype = np.dtype(dtype)
+        if self.dtype.kind in "iu":  # integer values must stay exact in float64
+            integers.note(elems, self.dtype)
 
     # ----- array attributes -----------------------------------------------------
 
@@ -117,6 +118,16 @@ class SymArray:
 
     def __float__(self):
         raise conversion_error("float()")
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return str(self)  # f"{x}" shows the symbolic value while tracing
+        raise TracerConversionError(
+            f"formatting a traced value as a number (f\"{{x:{spec}}}\") needs its value, which is only "
+            f"known when the compiled kernel runs{user_location()}. While tracing, print(x) or f\"{{x}}\" "
+            "shows the symbolic expression; to print numbers, print the transformed function's result "
+            "outside it, or remove the debug print."
+        )
 
     def __int__(self):
         raise conversion_error("int()")
@@ -229,6 +240,18 @@ def _reduction_method(name: str) -> Callable:
 
 for _name, _row in {"sum": "sum", "mean": "mean", "prod": "prod", "max": "amax", "min": "amin"}.items():
     setattr(SymArray, _name, _reduction_method(_row))
+
+
+def _moment_method(name: str) -> Callable:
+    def method(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+        return BY_NAME[name].build(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+SymArray.var = _moment_method("var")
+SymArray.std = _moment_method("std")
 
 
 def _operator(ufunc_name: str, reflected: bool = False) -> Callable:
@@ -407,23 +430,3 @@ def conversion_error(what: str) -> TracerConversionError:
         "np.zeros_like(x) / np.empty_like(x) (then assign into it), np.array([...]) or "
         "np.stack, not a preallocated np.zeros(n)."
     )
-
-
-_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the symjac package
-_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
-_SYMPY = os.path.dirname(os.path.abspath(sp.__file__))
-
-
-def user_location() -> str:
-    """`` at file.py:12 (`code`)`` for the innermost frame outside symjac/NumPy/SymPy."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith((_HERE, _NUMPY, _SYMPY)) and not path.startswith("<frozen"):
-            import linecache
-
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            where = f"{os.path.basename(path)}:{frame.f_lineno}"
-            return f" (at {where}: `{line}`)" if line else f" (at {where})"
-        frame = frame.f_back
-    return ""

@@ -42,6 +42,13 @@ def spec_of(value, name: str) -> ArgSpec:
             "real functions. Split it into real and imaginary parts, or pass it through "
             "static_argnums if it is a constant."
         )
+    if isinstance(value, np.ma.MaskedArray) and np.ma.getmask(value) is not np.ma.nomask and value.mask.any():
+        raise InputTypeError(
+            f"argument {name!r} is a masked array with masked entries; symjac computes on plain arrays "
+            "and would silently use the data under the mask. Pass x.filled(value) to choose what the "
+            "masked entries are, or the data and the mask as two arguments and combine them inside "
+            "the function with np.where(mask, ..., ...)."
+        )
     try:
         arr = np.asarray(value)
     except Exception as exc:  # ragged lists and the like
@@ -62,7 +69,9 @@ def spec_of(value, name: str) -> ArgSpec:
 
 
 def input_symbols(name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Real Symbols named ``name`` (0-d) or ``name_i_j`` for each element."""
+    """Real Symbols named ``name`` (0-d) or ``name_i_j`` for each element
+    (counted toward the node limit first: see ``sj.set_limits``)."""
+    g.count_placeholders(int(np.prod(shape)), f"argument {name!r}")
     out = np.empty(shape, dtype=object)
     if shape == ():
         out[()] = sp.Symbol(name, real=True)

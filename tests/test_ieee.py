@@ -1,0 +1,76 @@
+"""IEEE special values: what symjac computes equals what NumPy computes for
+inf, nan, -0.0, overflow and subnormal inputs and constants (issue 12, W3),
+on the tape and in the compiled kernel."""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+
+SPECIAL = np.array([1.5, -2.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, 2.2e-308, 0.3])
+
+
+def _same(got, want, zero_sign=True):
+    """Equal values, NaN where NumPy has NaN, and the sign of every infinity and
+    (unless ``zero_sign`` is false) of every zero."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite_or_inf = ~np.isnan(want)
+    np.testing.assert_array_equal(got[finite_or_inf], want[finite_or_inf])
+    signed = finite_or_inf if zero_sign else finite_or_inf & (want != 0)
+    np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
+
+
+CASES = {
+    "divide by a zero constant": lambda x: x / 0.0,
+    "multiply by a 0/1 mask": lambda x: x * (np.arange(x.size) % 2).astype(float),
+    "multiply by zero": lambda x: x * 0.0,
+    "divide by 0.1 is not multiply by 10": lambda x: x / 0.1,
+    "constants are not regrouped": lambda x: 1e300 * (1e10 * x),
+    "constants are not regrouped (underflow)": lambda x: 1e-300 * (1e-30 * x),
+    "reciprocal": lambda x: np.reciprocal(x),
+    "one over x": lambda x: 1.0 / x,
+    "divide by infinity": lambda x: x / np.inf,
+    "product with a zero constant": lambda x: np.prod(np.stack([x, np.zeros_like(x)]), axis=0),
+    "running product through zero": lambda x: np.cumprod(np.stack([np.zeros_like(x), x]), axis=0),
+    "negated zero product": lambda x: -(0.0 * x),
+    "deg2rad": lambda x: np.deg2rad(3.0 * x),
+    "cross with a constant vector": lambda x: np.cross(np.stack([x, x, x], axis=-1), np.array([0.0, 0.0, 1.0])),
+}
+
+
+#: NumPy starts every sum at +0.0, so a sum of -0.0 terms is +0.0; symjac adds the
+#: terms themselves (-0.0), a documented difference in the sign of a zero sum
+ZERO_SIGN_DIFFERS = {
+    "mean": lambda x: np.mean(np.stack([x, x]), axis=0),
+    "sum": lambda x: np.sum(np.stack([x, 2.0 * x]), axis=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES) + sorted(ZERO_SIGN_DIFFERS))
+def test_special_values_match_numpy_on_tape_and_kernel(name):
+    f = CASES.get(name) or ZERO_SIGN_DIFFERS[name]
+    zero_sign = name in CASES
+    with np.errstate(all="ignore"):
+        want = f(SPECIAL)
+        t = sj.jit(f)
+        with sj.compiling("never"):
+            _same(t(SPECIAL), want, zero_sign)
+        t.compile(SPECIAL)
+        assert t.info(SPECIAL).tier == "kernel"
+        _same(t(SPECIAL), want, zero_sign)
+
+
+def test_a_zero_coefficient_keeps_its_derivative_structurally_zero():
+    # x * 0.0 is NaN at inf (NumPy), but its derivative is still a structural zero
+    J = sj.jacobian(lambda x: x * np.array([0.0, 1.0]), sparse=True)(np.array([1.0, 2.0]))
+    assert J.nnz == 1 and J[1, 1] == 1.0
+
+
+def test_divisions_by_constants_are_divisions():
+    x = np.array([0.3, 0.7, 1.1, 3.3])
+    np.testing.assert_array_equal(sj.jit(lambda x: x / 0.1)(x), x / 0.1)
+    np.testing.assert_array_equal(sj.jit(lambda x: x / 3.0)(x), x / 3.0)
+    src = sj.jit(lambda x: x / 0.1).source(x)
+    assert "/ 0.1" in src
