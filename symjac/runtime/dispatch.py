@@ -25,9 +25,7 @@ _build_lock = threading.RLock()
 
 def compiled_for(request: Request, args: Sequence) -> Compiled:
     """The program for ``args``' shapes: from memory, or built now."""
-    table = request.table
-    if table.guards is not None:
-        store.check(table)
+    table = request.table  # a GuardedTable checks the function's guards first
     key = call_key(args, request.static_argnums)
     compiled = table.get(key)
     if compiled is not None:
@@ -52,10 +50,7 @@ def compiled_for(request: Request, args: Sequence) -> Compiled:
 
 def call(request: Request, args: Sequence):
     """Run ``request`` on concrete ``args`` (the hot path: :func:`compiled_for` inlined for a hit)."""
-    table = request.table
-    if table.guards is not None:
-        store.check(table)
-    compiled = table.get(call_key(args, request.static_argnums))
+    compiled = request.table.get(call_key(args, request.static_argnums))
     if compiled is None:
         return compiled_for(request, args)(args)
     STATS.hits += 1

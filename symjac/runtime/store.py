@@ -36,6 +36,18 @@ class KernelTable(dict):
         self.epoch = guards.epoch if guards is not None else 0  # the guards' epoch the entries were built in
 
 
+class GuardedTable(KernelTable):
+    """The table of a function that reads globals or closure variables: every
+    lookup first drops programs built from values that have since changed.
+    (A subclass, so that tables of functions without guards pay nothing.)"""
+
+    __slots__ = ()
+
+    def get(self, key, default=None):
+        check(self)
+        return dict.get(self, key, default)
+
+
 class Root:
     """What the store keeps for one user function."""
 
@@ -49,7 +61,7 @@ class Root:
     def table(self, chain: tuple) -> KernelTable:
         table = self.tables.get(chain)
         if table is None:
-            table = self.tables[chain] = KernelTable(self.guards)
+            table = self.tables[chain] = (KernelTable if self.guards is None else GuardedTable)(self.guards)
         return table
 
 
