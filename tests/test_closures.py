@@ -118,6 +118,26 @@ def test_an_equal_value_rebound_rebuilds_nothing_and_types_count():
     assert sj.cache_info().misses == before + 1
 
 
+TRACES = 0
+
+
+def counts_its_traces(x):
+    global TRACES
+    TRACES += 1
+    return x * 2.0
+
+
+def test_state_a_function_assigns_itself_is_not_watched():
+    """A counter of traces changes during every trace: watching it would
+    rebuild on every call."""
+    f = sj.jit(counts_its_traces)
+    f(np.ones(2))
+    before = sj.cache_info().misses
+    for _ in range(3):
+        f(np.ones(2))
+    assert sj.cache_info().misses == before
+
+
 def test_functions_that_read_no_such_values_have_no_guards():
     def lorenz(u, s=10.0, r=28.0, b=8 / 3):
         x, y, z = u

@@ -9,7 +9,8 @@ again with the new value.  The rule, stated once (docs/limitations.md):
 
 * the names watched are those the function's code -- and the code of the
   Python functions it reaches through such names -- loads as globals or
-  closure variables;
+  closure variables, except names it assigns itself (its own state, such as
+  a counter of its traces);
 * numbers, strings and tuples of them are compared by value (and type:
   ``2`` is not ``2.0``); everything else (arrays, functions, objects) by
   identity, so rebinding a name is seen, changing an array's contents in
@@ -40,13 +41,16 @@ MAX_UNWRAP = 4
 _MISSING = object()  # a name not (yet) bound
 _LOADS_GLOBAL = frozenset({"LOAD_GLOBAL"})
 _LOADS_CELL = frozenset({"LOAD_DEREF", "LOAD_CLASSDEREF"})
+_STORES = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"})
 
 
 @functools.lru_cache(maxsize=1024)
 def _names_read(code: types.CodeType) -> tuple[frozenset, frozenset]:
     """The global names and the closure variables ``code`` (and code nested
-    in it: lambdas, comprehensions) loads."""
-    globals_, cells = set(), set()
+    in it: lambdas, comprehensions) loads -- except those it also assigns:
+    a function's own state (a counter of its traces) is not an input, and
+    watching it would rebuild on every call."""
+    globals_, cells, stored = set(), set(), set()
     stack = [code]
     while stack:
         c = stack.pop()
@@ -55,8 +59,10 @@ def _names_read(code: types.CodeType) -> tuple[frozenset, frozenset]:
                 globals_.add(ins.argval)
             elif ins.opname in _LOADS_CELL:
                 cells.add(ins.argval)
+            elif ins.opname in _STORES:
+                stored.add(ins.argval)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return frozenset(globals_), frozenset(cells)
+    return frozenset(globals_ - stored), frozenset(cells - stored)
 
 
 def clear_caches() -> None:
