@@ -95,6 +95,27 @@ def test_programs_of_a_dropped_function_are_freed():
     assert sum(r() is None for r in programs) == 1, "the dropped function's program is freed"
 
 
+def test_a_recursive_function_is_freed_too():
+    """A function that reads itself (through its closure) must not keep
+    itself alive through the guards on the names it reads."""
+    import gc
+    import weakref
+
+    def make():
+        def walk(x, n=2):
+            return x if n == 0 else walk(np.sin(x), n - 1)
+
+        return walk
+
+    fn = make()
+    J = sj.jacobian(fn)
+    J(np.ones(2))
+    ref = weakref.ref(fn)
+    del fn, J
+    gc.collect()
+    assert ref() is None
+
+
 def _live_programs():
     from symjac.runtime import store
 

@@ -131,7 +131,7 @@ class Guards:
         return bool(self.names)
 
     def _collect(self) -> None:
-        self.names = []
+        names: list = []
         root = self._root()
         seen_code: set = set()
         pending = [(_followed(root), 0)]
@@ -142,22 +142,19 @@ class Guards:
             seen_code.add(fn.__code__)
             global_names, cell_names = _names_read(fn.__code__)
             namespace = fn.__globals__
-            for name in sorted(global_names):
-                value = namespace.get(name, _MISSING)
-                if value is _MISSING and hasattr(builtins, name):
-                    continue  # a builtin (len, range, abs)
-                self._add(namespace, name, value, depth, pending)
+            watched = [(namespace, name, namespace.get(name, _MISSING)) for name in sorted(global_names)]
             cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
-            for name in sorted(cell_names & cells.keys()):
-                self._add(cells[name], name, _contents(cells[name]), depth, pending)
-
-    def _add(self, where, name: str, value, depth: int, pending: list) -> None:
-        if value is self._root or not _watched(value):
-            return
-        self.names.append((where, name, value))
-        helper = _followed(value)
-        if helper is not None:
-            pending.append((helper, depth + 1))
+            watched += [(cells[name], name, _contents(cells[name])) for name in sorted(cell_names & cells.keys())]
+            for where, name, value in watched:
+                if value is _MISSING and where is namespace and hasattr(builtins, name):
+                    continue  # a builtin (len, range, abs)
+                if value is root or not _watched(value):
+                    continue  # the function itself (watching it would keep it alive), a module, a class
+                names.append((where, name, value))
+                helper = _followed(value)
+                if helper is not None:
+                    pending.append((helper, depth + 1))
+        self.names = names  # whole, for checks running meanwhile in other threads
 
     def changed(self) -> bool:
         """True if a watched name now holds a different value (one identity
