@@ -281,3 +281,33 @@ def test_a_refused_cache_warns_at_the_callers_line(cache):
     with pytest.warns(RuntimeWarning, match="not usable") as warned:
         fresh_call()
     assert warned[0].filename == __file__
+
+
+_STUBBORN_CHILD = """
+import pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a child that does not stop when asked
+print("ready", flush=True)
+for i in range(100_000):
+    (pathlib.Path(sys.argv[1]) / f"{i}.tmp").write_text("x")
+    time.sleep(0.001)
+"""
+
+
+def test_the_fallback_cache_is_removed_after_its_compile_children_stop(tmp_path, monkeypatch):
+    """At exit a compile child still writing into the private fallback cache
+    is stopped (killed if it ignores SIGTERM) before the directory goes, so
+    no directory is left behind in $TMPDIR."""
+    private = tmp_path / "symjac-cache-test"
+    private.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", _STUBBORN_CHILD, str(private)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        monkeypatch.setattr(_compile, "_children", {child})
+        monkeypatch.setattr(_compile, "CHILD_EXIT_WAIT", 0.2)
+        _compile._remove_fallback(private)
+        assert child.poll() is not None, "the compile child was not stopped"
+        assert not private.exists()
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 import symjac as sj
+from symjac import _config
+from symjac.runtime import store as _store
 
 K = 2.0
 SCALE = np.array([1.0, 10.0])
@@ -144,3 +146,30 @@ def test_functions_that_read_no_such_values_have_no_guards():
         return np.array([s * (y - x), x * (r - z) - y, x * y - b * z])
 
     assert sj.jacobian(lorenz).request.table.guards is None
+
+
+def test_evicting_a_program_drops_that_entry_only():
+    """When the store is full, evicting a guarded function's program removes
+    that one entry and runs no guard check (which would clear the function's
+    table and bump the store's generation from inside another function's
+    build); the function's own next lookup still sees the change."""
+    saved = vars(_config.LIMITS).copy()
+    sj.clear_caches()
+    try:
+        with sj.compiling("never"):
+            sj.set_limits(max_kernels=2)
+            J = sj.jacobian(scaled)
+            J(np.ones(2))
+            J(np.ones(3))
+            table = J.request.table
+            kept = list(dict.values(table))[1]  # the shape-3 program (insertion order)
+            set_global("K", 3.0)
+            generation = _store.generation
+            sj.jit(lambda x: x + 1.0)(np.ones(1))  # evicts scaled's oldest program
+            assert dict.__len__(table) == 1 and not kept.retired
+            assert _store.generation == generation
+            np.testing.assert_array_equal(J(np.ones(3)), 3 * np.eye(3))  # the change is seen
+            assert kept.retired
+    finally:
+        vars(_config.LIMITS).update(saved)
+        sj.clear_caches()

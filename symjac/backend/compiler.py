@@ -112,8 +112,14 @@ def _fallback() -> Path:
     global _fallback_root
     if _fallback_root is None or not _private_dir(_fallback_root):
         _fallback_root = Path(tempfile.mkdtemp(prefix="symjac-cache-"))
-        atexit.register(shutil.rmtree, _fallback_root, ignore_errors=True)
+        atexit.register(_remove_fallback, _fallback_root)
     return _fallback_root
+
+
+def _remove_fallback(path: Path) -> None:
+    """At exit: stop compile children still writing into ``path``, then remove it."""
+    _stop_children()
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def cache_root() -> Path:
@@ -325,6 +331,7 @@ def mark_compiled(path: Path, seconds: float) -> None:
 SUBPROCESS_OPS = 3000
 #: seconds a compile child may take before it is killed
 CHILD_TIMEOUT = 3600
+CHILD_EXIT_WAIT = 5  # seconds a terminated compile child gets to exit before it is killed
 _STDERR_TAIL = 2000  # characters of a failed child's error output quoted in the CompileError
 
 _jobs: queue.Queue = queue.Queue()
@@ -377,6 +384,11 @@ def _die_with_parent() -> None:
 def _stop_children() -> None:
     for child in list(_children):
         child.terminate()
+    for child in list(_children):
+        try:
+            child.wait(timeout=CHILD_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            child.kill()
 
 
 atexit.register(_stop_children)

@@ -136,7 +136,7 @@ def insert(table: KernelTable, key, program) -> None:
 
 def _drop(program, table_ref, key) -> None:
     table = table_ref()
-    if table is not None and table.get(key) is program:
+    if table is not None and dict.get(table, key) is program:  # (no guard check: just this entry)
         del table[key]
     _LIVE.pop(program, None)
 
