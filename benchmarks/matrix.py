@@ -6,8 +6,9 @@ process of its own, and a crash or hang costs only its own rows).  Each
 result is appended to ``FILE`` as one JSON line the moment it is measured.
 
 Per (problem, product): build time (the adapter's preparation plus the first
-call, in this process, library import excluded), for symjac also the wait
-until the compiled kernel serves calls, steady per-call latency (median),
+call, in this process, library import excluded), for symjac also the tier
+that answered the first call and when the compiled kernel serves calls
+(``ready_s``, counted like the build time from the start of the first call), steady per-call latency (median),
 batch throughput for the per-sample product, and the max error against the
 independent reference (see ``reference.py``).
 """
@@ -84,10 +85,10 @@ def measure(adapter, problem: Problem, product: str, cfg: dict, ref_dir: Path | 
         row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         return row
     if prepared.finish is not None:
-        row["first_tier"] = "tape"
-        start = time.perf_counter()
+        row["first_tier"] = prepared.tier(args) if prepared.tier is not None else "tape"
+        waited = time.perf_counter()
         row["tier"] = prepared.finish(args, cfg["kernel_budget"])
-        row["ready_s"] = time.perf_counter() - start
+        row["ready_s"] = row["build_s"] + time.perf_counter() - waited
     if ref_dir is not None and reference_path(ref_dir, problem, product).exists():
         want = np.load(reference_path(ref_dir, problem, product))
     else:

@@ -163,7 +163,12 @@ def _cell(r: dict) -> str:
     build = f"{r['build_s']:.2f} s" if r["build_s"] >= 0.01 else _us(r["build_s"])
     extra = ""
     if "ready_s" in r:
-        extra = f" + {r['ready_s']:.1f} s compile" if r["tier"] == "kernel" else f" ({r['tier']})"
+        if r["tier"] != "kernel":
+            extra = f" ({r['tier']})"
+        elif r.get("first_tier") == "kernel":
+            extra = " (kernel)"
+        else:
+            extra = f", kernel ready after {r['ready_s']:.2f} s"
     return f"{main}<br>build {build}{extra}<br>err {_err(r['max_error'])}"
 
 
@@ -251,9 +256,9 @@ METHOD = """How the targets were measured:
   between interleaved rounds.
 - **Kernel tier.** symjac steady numbers are on the compiled kernel (`.compile(*args)` first); first-call
   (tape tier) times are the build times in the tables below.
-- **Cold / warm process.** Before the cold measurement one throwaway child (a 10-equation map, its own cache
-  directory) runs so that installation-level caches (symjac's tape interpreter, which Numba caches next to the
-  package) exist. The cold child then gets a fresh, empty `SYMJAC_CACHE_DIR` and times from just before the
+- **Cold / warm process.** Before the cold measurement one throwaway child (a 10-equation map, in the same cache
+  directory) runs so that installation-level caches (symjac's tape interpreter, which is compiled once into the
+  cache directory) exist. The cold child then finds no kernel for the 1,000-equation map and times from just before the
   first symjac call to its result (the default compile mode, `auto`); `import symjac` is timed separately. It
   then waits for the background kernel compile, so the warm child (same directory) finds it on disk.
 - **Build-time scaling / build time.** Fresh child per size with `set_compile_mode("never")`: the first call's
@@ -261,7 +266,8 @@ METHOD = """How the targets were measured:
 
 MATRIX_HELP = """Each cell: steady latency per call (or per-sample throughput for `batch`), then the build time —
 the adapter's preparation plus its first call in that system's own fresh process (library import excluded; for
-symjac the first call is answered by the tape interpreter, and "+ N s compile" is the further wait until the
-compiled kernel serves calls; the latency is measured on the kernel) — then the max error. Peers are skipped
+symjac the first call is answered by the tape interpreter, or by the kernel when it was small enough to compile
+before the first call returned — "(kernel)" — and "kernel ready after N s" is the time from the start of the first
+call until the compiled kernel serves calls; the latency is measured on the kernel) — then the max error. Peers are skipped
 where their builds take minutes (SymPy/SymEngine differentiate expression trees, which swell exponentially on
 the recurrence and the tanh chain; autograd's Python-loop Jacobians on the big problems)."""

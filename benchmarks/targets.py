@@ -241,8 +241,10 @@ def run_all(out_dir: Path, quick: bool, log=print) -> dict:
     results["single"] = child("single", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "single")}, rounds=rounds)
     log("target: cold and warm process, 1,000-equation tridiagonal Jacobian")
     n = 100 if quick else 1000  # the quick run skips the 1,000-equation kernel compile
-    results["throwaway"] = child("firstcall", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "throwaway")}, n=10)
     cache = {"SYMJAC_CACHE_DIR": str(scratch / "tridiagonal")}
+    # installation-level caches (the tape interpreter, compiled once into the cache directory) exist;
+    # the 1,000-equation kernel does not
+    results["throwaway"] = child("firstcall", out_dir, cache, n=10)
     results["cold"] = child("firstcall", out_dir, cache, timeout=900, n=n)
     results["warm"] = child("firstcall", out_dir, cache, timeout=900, n=n)
     log("target: steady 1,000-equation Jacobian call")

@@ -206,10 +206,13 @@ class Transform:
         compiled.load_kernel()
         return compiled.info()
 
-    def source(self, *args, **kwargs) -> str:
-        """The Numba kernel generated for arguments shaped like ``args``, with its file path.
+    def source(self, *args, llvm: bool = False, **kwargs) -> str:
+        """The kernel generated for arguments shaped like ``args``, with its file path.
 
-        A ``str`` that a REPL shows as text.
+        The kernel is LLVM IR compiled by Numba; this shows the program it
+        runs rendered as readable Python (runnable on NumPy arrays), or with
+        ``llvm=True`` the LLVM IR the kernel's body is emitted as.  A ``str``
+        that a REPL shows as text.
 
         >>> import numpy as np, symjac as sj
         >>> print(sj.grad(lambda x: np.sum(x ** 2)).source(np.zeros(2)))  # doctest: +ELLIPSIS
@@ -219,9 +222,12 @@ class Transform:
             out0[0] = 2.0 * x[0]
             out0[1] = 2.0 * x[1]
         <BLANKLINE>
+        >>> "fmul double" in sj.grad(lambda x: np.sum(x ** 2)).source(np.zeros(2), llvm=True)
+        True
         """
         compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
-        return display.Source(f"# {compiled.path}\n{compiled.source}")
+        text = compiled.llvm_ir() if llvm else compiled.source
+        return display.Source(f"# {compiled.path}\n{text}")
 
     def show(self, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) -> display.Shown:
         """The result for arguments shaped like ``args`` with shared subexpressions

@@ -27,9 +27,10 @@ def set_compile_mode(mode: str) -> None:
     """Choose when symjac compiles the specialised Numba kernel of a new function.
 
     * ``"auto"`` (default): load it at once if a previous run compiled it
-      (disk cache); otherwise answer calls with the tape interpreter right
+      (disk cache), and compile small programs (a few hundred operations,
+      ~0.1 s) at once; otherwise answer calls with the tape interpreter right
       away and compile the kernel in the background, switching to it when
-      ready.  Users never wait for Numba.
+      ready.
     * ``"sync"``: compile before the first call returns.
     * ``"background"``: like auto, but always compile in the background.
     * ``"never"``: use the tape interpreter only.

@@ -269,10 +269,13 @@ class Batched:
         program.load_kernel()
         return program.info()
 
-    def source(self, *args) -> str:
-        """The batch kernel module: the per-sample kernel and its batch loop."""
+    def source(self, *args, llvm: bool = False) -> str:
+        """The batch kernel: its program rendered as Python (the loop over
+        samples and the per-sample body), or with ``llvm=True`` the LLVM IR of
+        the per-sample body."""
         program = self._sample_program(args)
-        return f"# {program.path}\n{program.source}"
+        text = program.llvm_ir() if llvm else program.source
+        return f"# {program.path}\n{text}"
 
     def symbolic(self, *args):
         """The per-sample result, symbolically (the same for every sample)."""

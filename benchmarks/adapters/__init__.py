@@ -30,6 +30,7 @@ class Unsupported(Exception):
 class Prepared:
     call: Callable  # call(*inputs) -> NumPy array
     finish: Callable | None = None  # finish(*inputs, budget) -> tier: wait for the fast tier
+    tier: Callable | None = None  # tier(*inputs) -> the tier serving calls now ("kernel" or "tape")
     note: str = ""
 
 

@@ -10,9 +10,9 @@ file is never rewritten (Numba keys its index on the file's timestamp).
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
-import pickle
 import queue
 import shutil
 import stat
@@ -22,12 +22,18 @@ import tempfile
 import threading
 import time
 import types
+import weakref
 from pathlib import Path
 
 import numpy as np
 
 from .._errors import CompileError, warn
-from .codegen import source_digest
+
+
+def source_digest(source: str) -> str:
+    """The digest a kernel module's file name carries (``<name>_<digest>.py``)."""
+    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+
 
 _lock = threading.Lock()
 _fallback_root: Path | None = None
@@ -117,8 +123,19 @@ def _fallback() -> Path:
 
 
 def _remove_fallback(path: Path) -> None:
-    """At exit: stop compile children still writing into ``path``, then remove it."""
+    """At exit: stop the compile children and let the background threads
+    (compile queue, tape preload) finish writing into ``path`` -- for at most
+    ``CHILD_EXIT_WAIT`` seconds -- then remove it.  (Removing it under a
+    running thread would let Numba's cache recreate it, left behind.)"""
+    global _exiting
+    _exiting = True  # queued compiles are dropped, not started
     _stop_children()
+    deadline = time.monotonic() + CHILD_EXIT_WAIT
+    for thread in list(_threads):
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    while _jobs.unfinished_tasks and time.monotonic() < deadline:
+        time.sleep(_EXIT_POLL)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -253,34 +270,6 @@ def signature(n_inputs_ndims: list[int], n_outputs_ndims: list[int], dtype: np.d
     return types.none(*inputs, *outputs)
 
 
-def compile_kernel(dispatcher, sig) -> tuple[float, bool | None]:
-    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk),
-    or (0.0, None) if this process already has it (another program with the
-    same kernel loaded it).
-
-    Numba raises on a corrupted cache entry instead of recompiling; symjac
-    then empties that function's Numba cache and compiles again.
-    """
-    if tuple(sig.args) in dispatcher.overloads:
-        return 0.0, None
-    start = time.perf_counter()
-    try:
-        try:
-            dispatcher.compile(sig.args)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
-            recover(dispatcher)
-            dispatcher.compile(sig.args)
-    except Exception as exc:
-        raise CompileError(
-            f"Numba could not compile the generated kernel {dispatcher.__name__} "
-            f"({type(exc).__name__}: {exc}). This is a symjac bug; please report it "
-            "with the source from .source()."
-        ) from exc
-    seconds = time.perf_counter() - start
-    hits = sum(dispatcher.stats.cache_hits.values())
-    return seconds, hits > 0
-
-
 def recover(dispatcher) -> None:
     """Forget ``dispatcher``'s on-disk Numba cache (after it failed to load)."""
     _warn_once(f"numba:{dispatcher.__name__}", f"symjac: Numba's cache for {dispatcher.__name__} "
@@ -326,17 +315,36 @@ def mark_compiled(path: Path, seconds: float) -> None:
 
 # ----- background compilation ---------------------------------------------------------------
 
-#: Programs with more operations than this compile in a separate process, so
-#: Numba's Python-level work does not compete with the caller for the GIL.
-SUBPROCESS_OPS = 3000
+#: Programs with at most this many operations compile before the first call
+#: returns (in "auto" mode): ~0.1 s, less than starting the tape would save.
+SYNC_OPS = 500
+#: Programs with more operations than this compile in a separate process.  The
+#: compile holds the GIL only to write the body's IR text (~2 µs an operation)
+#: and to compile the one-line wrapper; LLVM runs without it, so in-process
+#: compiles leave the caller's calls (tape) within ~1.3x of their own speed,
+#: and a child process would cost a second of start-up.
+SUBPROCESS_OPS = 100_000
 #: seconds a compile child may take before it is killed
 CHILD_TIMEOUT = 3600
 CHILD_EXIT_WAIT = 5  # seconds a terminated compile child gets to exit before it is killed
 _STDERR_TAIL = 2000  # characters of a failed child's error output quoted in the CompileError
 
+_EXIT_POLL = 0.01  # seconds between checks for the compile queue to drain at exit
+
 _jobs: queue.Queue = queue.Queue()
 _worker: threading.Thread | None = None
 _worker_lock = threading.Lock()
+_threads: weakref.WeakSet = weakref.WeakSet()  # other background threads writing to the cache
+_exiting = False
+
+
+def background(target, *args, name: str) -> threading.Thread:
+    """Start ``target(*args)`` on a daemon thread that writes to the cache (the
+    tape interpreter's loads); the exit handler waits for it."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    _threads.add(thread)
+    thread.start()
+    return thread
 
 
 def submit(job) -> None:
@@ -353,9 +361,15 @@ def _work() -> None:
     while True:
         job = _jobs.get()
         try:
-            job()
+            if not _exiting:
+                job()
         finally:
             _jobs.task_done()
+
+
+def busy() -> bool:
+    """True while a background compile is queued or running."""
+    return _jobs.unfinished_tasks > 0
 
 
 def wait_all() -> None:

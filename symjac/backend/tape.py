@@ -1,23 +1,40 @@
-"""Encoding an SSA program as arrays for the tape interpreter (``_tape_vm``)."""
+"""The tape interpreter: an SSA program encoded as arrays, run by one loop.
+
+The loop (``emit.vm_ir``, compiled by ``native.py`` once per cache directory)
+dispatches on the opcode with a ``switch`` whose cases are emitted by the
+operation records' own emitters through the same helper the kernels are
+written with, so the tape and the kernels give the same bits.
+
+It is called two ways.  Through its plain C entry points (ctypes, ~2 µs of
+overhead a call) as soon as its machine code is loaded, which takes
+milliseconds: a new program's first call never waits for Numba to warm up
+(~0.5 s in a fresh process).  And through Numba wrappers (``kernels.vm_source``:
+a module generated into the kernel cache directory under a name carrying the
+records' fingerprint, trust-checked like kernel files), which cost ~0.5 µs a
+call and run batches on all cores; they load in the background and take over
+when ready.  A damaged Numba cache of them is rebuilt (with a warning) in
+every compile mode.  Both keep the GIL while they run: the tape serves calls
+while kernels compile, and a call that released it would wait for a compile's
+Python work to give it back (up to a 5 ms switch interval every call).
+"""
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
-import pickle
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..ir import ops as _ops
-from . import codegen as _codegen
 from . import compiler as _compile
-from . import tape_vm as _tape_vm
-from .codegen import Program
+from . import kernels as _kernels
+from . import native as _native
+from .program import Program
 
-assert _codegen.OPCODES == _tape_vm.NAMES, "opcode tables out of sync"
-_OP = {name: i for i, name in enumerate(_codegen.OPCODES)}
+_OP = _ops.OPCODE
 
 
 @dataclass
@@ -30,6 +47,7 @@ class Tape:
     store_val: np.ndarray
     const_idx: np.ndarray
     const_val: np.ndarray
+    _pointers: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_ops(self) -> int:
@@ -37,11 +55,27 @@ class Tape:
 
     def run(self, inputs: np.ndarray, out: np.ndarray) -> None:
         """Evaluate on the flat input buffer into the flat, zeroed output buffer."""
-        work = np.empty(max(self.n_ops, 1), dtype=self.consts.dtype)
-        _tape_vm.run(self.code, self.consts, inputs, self.store_idx, self.store_val,
-                     self.const_idx, self.const_val, work, out)
+        dtype = self.consts.dtype
+        work = np.empty(max(self.n_ops, 1), dtype=dtype)
+        fn = _loaded("run", dtype)
+        if fn is not None:
+            fn(self.code, self.consts, inputs, self.store_idx, self.store_val, self.const_idx, self.const_val, work, out)
+            return
+        inputs, out = _checked(inputs, dtype), _checked(out, dtype)
+        run, _ = _entry_points(dtype)
+        code, n, consts, tail = self._args()
+        run(code, n, consts, _address(inputs), _address(inputs), _address(work), *tail, _address(out))
 
-    def to_program(self, in_sizes: list[int], out_sizes: list[int]) -> _codegen.Program:
+    def _args(self) -> tuple:
+        """The constant part of a native call: pointers into this tape's arrays, counts."""
+        if self._pointers is None:
+            p = _address
+            self._pointers = (p(self.code), self.n_ops, p(self.consts),
+                              (p(self.store_idx), p(self.store_val), self.store_idx.size,
+                               p(self.const_idx), p(self.const_val), self.const_idx.size))
+        return self._pointers
+
+    def to_program(self, in_sizes: list[int], out_sizes: list[int]) -> Program:
         """The SSA program this tape encodes (the inverse of ``encode``)."""
         in_off = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
         out_off = np.concatenate([[0], np.cumsum(out_sizes)]).astype(np.int64)
@@ -52,7 +86,7 @@ class Tape:
 
         ops = []
         for op, a, b, c in self.code.tolist():
-            name = _codegen.OPCODES[op]
+            name = _ops.RECORDS[op].name
             if name == "load":
                 ops.append((name, (), split(in_off, a)))
             elif name == "const":
@@ -60,16 +94,16 @@ class Tape:
             else:
                 arity = _ops.BY_NAME[name].arity
                 ops.append((name, (a, b, c)[:arity], None))
-        stores = [(*split(out_off, i), int(v)) for i, v in zip(self.store_idx.tolist(), self.store_val.tolist())]
-        consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist())]
-        return _codegen.Program(ops, stores, consts)
+        stores = [(*split(out_off, i), int(v)) for i, v in zip(self.store_idx.tolist(), self.store_val.tolist(), strict=True)]
+        consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist(), strict=True)]
+        return Program(ops, stores, consts)
 
-    def for_batch(self, in_sizes: list[int], batched: list[bool]) -> "Tape":
+    def for_batch(self, in_sizes: list[int], batched: list[bool]) -> Tape:
         """This tape with loads re-pointed for a batch: batched inputs are read
         from the row (in order), the others from the shared buffer."""
         offsets = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
         new_off, counts = [], [0, 0]
-        for size, is_batched in zip(in_sizes, batched):
+        for size, is_batched in zip(in_sizes, batched, strict=True):
             new_off.append((is_batched, counts[0] if is_batched else counts[1]))
             counts[0 if is_batched else 1] += size
         code = self.code.copy()
@@ -83,47 +117,132 @@ class Tape:
 
     def run_batch(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray, parallel: bool) -> None:
         """Evaluate every row of ``batched`` (B, n_b) into ``out`` (B, n_out)."""
-        run = _tape_vm.run_batch if parallel else _tape_vm.run_batch_serial
-        run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
-            self.const_idx, self.const_val, out)
+        dtype = self.consts.dtype
+        run = _loaded("run_batch" if parallel else "run_batch_serial", dtype)
+        if run is not None:
+            run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
+                self.const_idx, self.const_val, out)
+            return
+        batched, shared, out = (_checked(a, dtype) for a in (batched, shared, out))
+        _, rows = _entry_points(dtype)
+        code, n, consts, tail = self._args()
+        work = np.empty(max(self.n_ops, 1), dtype=dtype)
+        rows(code, n, consts, _address(batched), batched.shape[1], _address(shared), _address(work), *tail,
+             _address(out), out.shape[1], 0, batched.shape[0])
 
 
-_ready: set = set()
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _checked(a: np.ndarray, dtype) -> np.ndarray:
+    """``a`` as the C-contiguous array of ``dtype`` the native entry points read."""
+    if a.dtype != dtype or not a.flags.c_contiguous:
+        raise TypeError(f"the tape interpreter takes C-contiguous {dtype} arrays; got {a.dtype}")
+    return a
+
+
+# PYFUNCTYPE: these calls keep the GIL.  The tape serves calls while a kernel compiles
+# in another thread; a call that let go of the GIL for its few microseconds would
+# wait up to a switch interval (5 ms) to get it back from the compile's Python work.
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+_RUN = ctypes.PYFUNCTYPE(None, _P, _I, _P, _P, _P, _P, _P, _P, _I, _P, _P, _I, _P)
+_ROWS = ctypes.PYFUNCTYPE(None, _P, _I, _P, _P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I)
+_entries: dict = {}
+
+
+def _entry_points(dtype) -> tuple:
+    """The interpreter's C entry points (``.run``, ``.rows``) for ``dtype``, loaded (or compiled) now."""
+    dtype = np.dtype(dtype)
+    found = _entries.get(dtype)
+    if found is None:
+        symbol = _native.vm_symbol(dtype)
+        _native.ensure(symbol, "vm", dtype.name)
+        found = _entries[dtype] = (_RUN(_native.address(f"{symbol}.run")), _ROWS(_native.address(f"{symbol}.rows")))
+    return found
+
+
+_ready: dict = {}  # (function name, dtype) -> compiled dispatcher
 _ready_lock = threading.Lock()
 _preload: threading.Thread | None = None
+_module_path = None
+
+
+def _signature(name: str, dtype):
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    f, i64 = from_dtype(np.dtype(dtype)), types.int64
+    vec, ivec = types.Array(f, 1, "C"), types.Array(i64, 1, "C")
+    code = types.Array(i64, 2, "C")
+    if name == "run":
+        return types.none(code, vec, vec, ivec, ivec, ivec, vec, vec, vec)
+    mat = types.Array(f, 2, "C")
+    return types.none(code, vec, mat, vec, ivec, ivec, ivec, vec, mat)
+
+
+def _load(name: str):
+    """The interpreter module's function ``name`` (the file written first if needed)."""
+    global _module_path
+    source = _kernels.vm_source()
+    if _module_path is None or not _module_path.exists():
+        _module_path = _compile.write_module(source, f"tape_vm_{_compile.source_digest(source)}")
+    return _compile.load_function(_module_path, name, lambda: source)
+
+
+def _function(name: str, dtype):
+    """The interpreter's ``name`` compiled (or loaded from disk) for ``dtype``."""
+    key = (name, np.dtype(dtype))
+    fn = _ready.get(key)
+    if fn is not None:
+        return fn
+    with _ready_lock:
+        fn = _ready.get(key)
+        if fn is None:
+            fn = _load(name)
+            # a damaged Numba cache of the interpreter is emptied and compiled again (with a warning)
+            _native.compile_kernel(fn, _signature(name, dtype))
+            _ready[key] = fn
+    return fn
+
+
+_loading: set = set()
+_loading_lock = threading.Lock()  # not _ready_lock: that one is held while a wrapper loads
+
+
+def _loaded(name: str, dtype):
+    """The Numba wrapper ``name`` for ``dtype`` if it is loaded; else None, after
+    starting to load it in the background (the C entry points serve meanwhile)."""
+    fn = _ready.get((name, np.dtype(dtype)))
+    if fn is None:
+        key = (name, np.dtype(dtype))
+        with _loading_lock:
+            start = key not in _loading
+            _loading.add(key)
+        if start:
+            _compile.background(_quietly, name, dtype, name="symjac-tape-load")
+    return fn
+
+
+def _quietly(name: str, dtype) -> None:
+    try:
+        _function(name, dtype)
+    except Exception:  # the C entry points keep serving; a real problem shows in tape_functions()
+        pass
 
 
 def ensure_ready(dtype) -> None:
-    """Load the interpreter's machine code for ``dtype`` now.
-
-    Loading needs Numba's compiler lock, which a background kernel compile
-    holds for seconds; doing it first keeps the first call from waiting.
-    """
-    dtype = np.dtype(dtype)
-    if dtype in _ready:
-        return
-    with _ready_lock:
-        if dtype in _ready:
-            return
-        empty = np.zeros(0, dtype=np.int64)
-        args = (np.zeros((0, 4), dtype=np.int64), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype),
-                empty, empty, empty, np.zeros(0, dtype=dtype), np.zeros(1, dtype=dtype), np.zeros(1, dtype=dtype))
-        try:
-            _tape_vm.run(*args)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
-            # a corrupted or foreign Numba cache of the interpreter: forget it, compile again
-            for fn in (_tape_vm._step, _tape_vm._store, _tape_vm.run, _tape_vm.run_batch, _tape_vm.run_batch_serial):
-                _compile.recover(fn)
-            _tape_vm.run(*args)
-        _ready.add(dtype)
+    """Load the interpreter's machine code for ``dtype`` now (milliseconds, or
+    ~0.1 s to compile it the first time in a cache directory)."""
+    _entry_points(dtype)
 
 
 def start_preload() -> None:
-    """Warm Numba up in a background thread (``import symjac`` calls this).
+    """Load the tape interpreter and warm Numba up in a background thread
+    (``import symjac`` calls this).
 
-    The first Numba function a process loads costs ~0.3 s, almost all of it
-    Numba importing SciPy's BLAS bindings while it initialises; overlapping
-    that with the user's own start-up makes the first derivative arrive
+    The first Numba function a process loads costs ~0.5 s (Numba initialising);
+    overlapping that with the user's own start-up makes the first kernel arrive
     sooner.  ``SYMJAC_NO_PRELOAD=1`` turns it off.
     """
     global _preload
@@ -133,11 +252,12 @@ def start_preload() -> None:
     def work():
         try:
             ensure_ready(np.float64)
+            _function("run", np.float64)  # Numba's one-off start-up, off the caller's path
+            _native.warm_up()  # and its compiler's: the first kernel compiles sooner
         except Exception:  # the first real call will report any problem
             pass
 
-    _preload = threading.Thread(target=work, name="symjac-preload", daemon=True)
-    _preload.start()
+    _preload = _compile.background(work, name="symjac-preload")
     atexit.register(_preload.join, 5.0)  # never tear the interpreter down mid-import
 
 

@@ -11,13 +11,14 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     path, name, dtype, in_nd, out_nd = argv
     from symjac.backend import compiler as _compile
+    from symjac.backend import native
 
     def refuse():
         raise _compile.CompileError(f"{path} is missing or does not match its digest")
 
     dispatcher = _compile.load_function(Path(path), name, refuse)
     ndims = [[int(n) for n in s.split(",") if n] for s in (in_nd, out_nd)]
-    seconds, _ = _compile.compile_kernel(dispatcher, _compile.signature(*ndims, dtype))
+    seconds, _ = native.compile_kernel(dispatcher, _compile.signature(*ndims, dtype))
     _compile.mark_compiled(Path(path), seconds)
     print(f"{seconds:.3f}")
     return 0

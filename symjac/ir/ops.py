@@ -282,6 +282,12 @@ def _select_piecewise(node):
     return [(pair.args[1], [(pair.args[0], g.ONE)]) for pair in node.args]
 
 
+def _npy_pow(a, b):
+    """NumPy's power of two arrays (npy_pow); a scalar exponent 0.5 takes NumPy's
+    sqrt shortcut instead, which the lowering matches with a sqrt operation."""
+    return np.power(np.atleast_1d(a), np.atleast_1d(b))[0]
+
+
 def _libm(function: str) -> Callable:
     return lambda e, *args: e.call(function, *args)
 
@@ -349,7 +355,7 @@ RECORDS: tuple[Op, ...] = (
     Op("div", 2, "a / b", lambda e, a, b: e.div(a, b), _infix("/", Prec.MUL), np.divide),
     Op("neg", 1, "-a", lambda e, a: e.neg(a), Prefix("-", Prec.NEG, Prec.NEG + 1), np.negative),
     Op("pow", 2, "a ** b (libm pow, as NumPy's npy_pow)", _libm("pow"), Infix("**", Prec.POW, Prec.ATOM, Prec.ATOM),
-       np.power, sp.Pow, (np.power,), g.pow_, derivative=Partials(_pow_partials),
+       _npy_pow, sp.Pow, (np.power,), g.pow_, derivative=Partials(_pow_partials),
        blows_up=lambda node: not (node.args[1].is_Integer and node.args[1] >= 0)),
     Op("sqrt", 1, "square root (exact)", lambda e, a: e.intrinsic("sqrt", a), Call("sqrt"), np.sqrt),
     Op("abs", 1, "|a|; derivative sign(a), 0 at a = 0", lambda e, a: e.intrinsic("fabs", a), Call("abs"),

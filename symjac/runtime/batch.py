@@ -14,6 +14,7 @@ import numpy as np
 from .._errors import ResourceLimitError
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
+from ..backend import native
 from . import memory
 from .kernel import Kernel
 from .program import Compiled, check_integers
@@ -64,17 +65,60 @@ class BatchProgram(Kernel):
             and compiled.template is None and compiled.out_dtypes[0] == compiled.dtype
         )
         spec = compiled.spec
-        self.source = _codegen.kernel_source(compiled.program, spec, batched=batched)
-        stem = f"{spec.name}_batch_{_codegen.source_digest(self.source)}"
+        self.module = _codegen.kernel_source(compiled.program, spec, batched=batched)
+        self._source: str | None = None
+        stem = f"{spec.name}_batch_{_codegen.source_digest(self.module)}"
         error = None
         try:
-            path = _compile.write_module(self.source, stem)
+            path = _compile.write_module(self.module, stem)
         except _compile.CacheWriteError as exc:
             path, error = None, str(exc)
-        # the parallel loop first (the hot path's), then the same loop without threads
-        super().__init__(path, (f"{spec.name}_batch", f"{spec.name}_batch_serial"),
+        # the serial sample loop is the kernel; Numba's parallel loop costs ~0.7 s more to
+        # compile, so it is loaded in the background (see _threads) and serves big batches
+        # once it is there
+        super().__init__(path, (f"{spec.name}_batch_serial",),
                          [len(s) + b for (_, s), b in zip(spec.inputs, batched, strict=True)],
                          [len(s) + 1 for s in spec.outputs], error=error)
+        self._threaded = None  # the parallel loop: None (not loaded), False (failed) or its dispatcher
+        self._threads_asked = False
+
+    @property
+    def source(self) -> str:
+        """The batch program rendered as readable Python (the kernel runs it as LLVM IR)."""
+        if self._source is None:
+            self._source = _codegen.render(self.compiled.program, self.compiled.spec, batched=self.batched)
+        return self._source
+
+    def llvm_ir(self) -> str:
+        """The LLVM IR of one sample's body (before optimisation)."""
+        return _codegen.ir_text(self.compiled.program, self.compiled.spec, batched=self.batched)
+
+    def load_kernel(self) -> None:
+        super().load_kernel()
+        if self.kernel is not None and _compile.on_disk(self.path):
+            self._want_threads()  # an earlier process compiled the parallel loop too: load it now
+
+    def _want_threads(self) -> None:
+        if not self._threads_asked:
+            self._threads_asked = True
+            _compile.submit(self._load_threads)
+
+    def _load_threads(self) -> None:
+        """The threaded sample loop (``<name>_batch``); until it is loaded, and if
+        it fails, the serial loop serves every batch."""
+        in_nd, out_nd = self._ndims
+        try:
+            dispatcher = _compile.load_function(self.path, f"{self.compiled.spec.name}_batch", lambda: self.module)
+            native.compile_kernel(dispatcher, _compile.signature(in_nd, out_nd, self.dtype))
+        except Exception:  # noqa: BLE001 -- the serial loop keeps serving
+            self._threaded = False
+            return
+        dispatcher.disable_compile()
+        self._threaded = dispatcher
+
+    def retire(self) -> None:
+        super().retire()
+        self._threaded = False  # nor the parallel loop (run checks self.kernel first anyway)
 
     @property
     def dtype(self) -> np.dtype:
@@ -126,7 +170,12 @@ class BatchProgram(Kernel):
         kernel = self.kernel
         if kernel is not None:
             STATS.kernel_calls += 1
-            (kernel if self._parallel(outs[0].shape[0]) else self.kernels[1])(*part, *outs)
+            if self._parallel(outs[0].shape[0]):
+                if self._threaded:
+                    kernel = self._threaded
+                elif self._threaded is None:
+                    self._want_threads()
+            kernel(*part, *outs)
             return
         STATS.tape_calls += 1
         n = outs[0].shape[0]

@@ -138,22 +138,23 @@ def generate(request: Request, built: Built) -> Compiled:
     """Lower ``built`` to a program, write its kernel module, encode its tape."""
     leaves = built.leaves
     spec = _codegen.KernelSpec(
-        name=request.kernel_name(built.dtype),
+        name=_codegen.kernel_name(request.kernel_name(built.dtype)),  # ASCII identifier, checked when written
         inputs=[(n, s.shape) for n, s in zip(leaves.parameters, leaves.specs, strict=True)],
         outputs=[a.shape or (1,) for a in built.arrays],
         dtype=built.dtype,
         title=request.title,
     )
     ssa = _codegen.lower(leaves.symbols, [a.elems for a in built.arrays])
-    source = _codegen.kernel_source(ssa, spec)
+    module = _codegen.kernel_source(ssa, spec)
     error = None
     try:
-        path = _compile.write_module(source, f"{spec.name}_{_codegen.source_digest(source)}")
+        path = _compile.write_module(module, f"{spec.name}_{_codegen.source_digest(module)}")
     except _compile.CacheWriteError as exc:
         path, error = None, f"{exc}; calls are served by the tape interpreter"
     sizes = [int(np.prod(a.shape)) if a.shape else 1 for a in built.arrays]
     tape = _tape.encode(ssa, [int(np.prod(s.shape or (1,))) for s in leaves.specs], sizes, built.dtype)
+    compiled = Compiled(spec, path, leaves.positions, [s.shape for s in leaves.specs], [a.shape for a in built.arrays],
+                        [a.dtype for a in built.arrays], layout.template_of(built.result), tape, module, error)
     if os.environ.get("SYMJAC_DEBUG"):
-        print(f"# symjac kernel {path}\n{source}")
-    return Compiled(spec, path, leaves.positions, [s.shape for s in leaves.specs], [a.shape for a in built.arrays],
-                    [a.dtype for a in built.arrays], layout.template_of(built.result), tape, source, error)
+        print(f"# symjac kernel {path}\n{compiled.source}")
+    return compiled

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _config
 from ..backend import compiler as _compile
+from ..backend import native
 from ..backend import tape as _tape
 from . import stats
 
@@ -49,11 +50,13 @@ def record_compile(path: Path, seconds: float, from_disk: bool | None) -> None:
 class Kernel:
     """A program's kernel module and how far it is.
 
-    Subclasses provide ``source`` (the module text, for regenerating a
-    missing file), ``dtype`` and ``n_ops``; ``kernel`` is the first entry
+    Subclasses provide ``module`` (the module file's text, for regenerating a
+    missing file), ``source`` (the program rendered as readable Python, what
+    ``.source()`` shows), ``dtype`` and ``n_ops``; ``kernel`` is the first entry
     point once ready (what the hot call path tests), ``kernels`` all of them.
     """
 
+    module: str
     source: str
     dtype: np.dtype
     n_ops: int
@@ -87,8 +90,8 @@ class Kernel:
                 sig = _compile.signature(in_nd, out_nd, self.dtype)
                 kernels, seconds, from_disk = [], 0.0, None
                 for name in self.entry_points:
-                    dispatcher = _compile.load_function(self.path, name, lambda: self.source)
-                    more, disk = _compile.compile_kernel(dispatcher, sig)
+                    dispatcher = _compile.load_function(self.path, name, lambda: self.module)
+                    more, disk = native.compile_kernel(dispatcher, sig)
                     kernels.append(dispatcher)
                     seconds += more
                     from_disk = disk if from_disk is None else from_disk
@@ -121,7 +124,10 @@ class Kernel:
         if self.path is None:
             return
         mode = _config.compile_mode()
-        if mode == "sync" or (mode == "auto" and _compile.on_disk(self.path)):
+        # a small program compiles at once, unless compiles are running in the background:
+        # LLVM serves one compile at a time, and the tape answers at once
+        cheap = self.n_ops <= _compile.SYNC_OPS and not _compile.busy()
+        if mode == "sync" or (mode == "auto" and (cheap or _compile.on_disk(self.path))):
             self.load_kernel()
         elif mode in ("auto", "background"):
             _tape.ensure_ready(self.dtype)

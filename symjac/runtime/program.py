@@ -30,8 +30,8 @@ class Compiled(Kernel):
     """
 
     def __init__(self, spec: _codegen.KernelSpec, path: Path | None, leaves, leaf_shapes, out_shapes, out_dtypes,
-                 template, tape: _tape.Tape, source: str | None = None, error: str | None = None):
-        self.spec, self._source = spec, source
+                 template, tape: _tape.Tape, module: str | None = None, error: str | None = None):
+        self.spec, self._module, self._source = spec, module, None
         self.leaves = [tuple(leaf) for leaf in leaves]  # runtime inputs: (argument position, tuple index or None)
         self.dtype = np.dtype(spec.dtype)
         self.spec_shapes = [tuple(s) for s in leaf_shapes]
@@ -83,10 +83,22 @@ class Compiled(Kernel):
         return self.tape.to_program([int(np.prod(s)) for s in self.in_shapes], self.out_sizes)
 
     @property
+    def module(self) -> str:
+        """The kernel module file's text (the program as data, and its entry points)."""
+        if self._module is None:
+            self._module = _codegen.kernel_source(self.program, self.spec)
+        return self._module
+
+    @property
     def source(self) -> str:
+        """The program rendered as readable Python (the kernel runs it as LLVM IR)."""
         if self._source is None:
-            self._source = _codegen.kernel_source(self.program, self.spec)
+            self._source = _codegen.render(self.program, self.spec)
         return self._source
+
+    def llvm_ir(self) -> str:
+        """The LLVM IR the kernel's body is emitted as (before optimisation)."""
+        return _codegen.ir_text(self.program, self.spec)
 
     # -- calling --
 

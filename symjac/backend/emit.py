@@ -1,0 +1,416 @@
+"""The LLVM emitter: a program as LLVM IR text, through the records' ``emit`` functions.
+
+:class:`TextEmitter` implements the emitter helper of ``ir/ops.py`` by
+writing LLVM IR instructions: IEEE arithmetic without fast-math flags, libm
+calls declared ``memory(none) nounwind`` (so LLVM may drop or reorder them)
+and ``nobuiltin`` (so it never rewrites them: ``pow(2, x)`` stays ``pow``, a
+loop of ``sin`` is never swapped for a vector library), and exact intrinsics
+(``sqrt``, ``fabs``, ``floor``, ``ceil``).  Writing text instead of building
+llvmlite objects keeps the Python side (which holds the GIL) to a few
+microseconds per operation.
+
+:func:`body_ir` writes a kernel body as a whole LLVM module: straight-line
+code, and the loops the reroller finds (index tables as constant globals),
+which compute exactly the operations the straight-line code would, in the
+same order; for a batch, a loop over a range of samples around it.
+:func:`vm_ir` writes the tape interpreter's loop, whose cases are the same
+records emitted through the same helper: kernels and tape give the same bits.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..ir import ops as _ops
+from .program import Layout, Program, uses
+from .reroll import find_loops
+
+#: more constant entries than this are written by a loop over tables
+CONST_TABLE = 16
+#: a batch sample with more unwritten entries than this is zeroed with memset first
+MEMSET_ZEROS = 32
+_PREDICATE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
+
+
+def float_literal(value: float, ftype: str) -> str:
+    """An LLVM float constant: the bits of the double (float32 values are rounded first)."""
+    if ftype == "float":
+        value = float(np.float32(value))
+    return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
+
+
+class TextEmitter:
+    """The emitter helper (``ir.ops.Emitter``) writing LLVM IR text."""
+
+    def __init__(self, ftype: str, prefix: str):
+        self.t, self.prefix = ftype, prefix
+        self.suffix = "f" if ftype == "float" else ""
+        self.lines: list[str] = []
+        self.globals: list[str] = []
+        self.declarations: dict[str, str] = {}
+        self.block = "entry"
+        self._count = 0
+
+    # ----- plumbing -----
+
+    def fresh(self, stem: str = "v") -> str:
+        self._count += 1
+        return f"%{stem}{self._count}"
+
+    def emit(self, rhs: str) -> str:
+        name = self.fresh()
+        self.lines.append(f"  {name} = {rhs}")
+        return name
+
+    def label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+        self.block = name
+
+    def load(self, pointer: str, index: str, ty: str | None = None) -> str:
+        ty = ty or self.t
+        at = self.emit(f"getelementptr inbounds {ty}, ptr {pointer}, i64 {index}")
+        return self.emit(f"load {ty}, ptr {at}")
+
+    def store(self, pointer: str, index: str, value: str) -> None:
+        at = self.emit(f"getelementptr inbounds {self.t}, ptr {pointer}, i64 {index}")
+        self.lines.append(f"  store {self.t} {value}, ptr {at}")
+
+    def table(self, values: list, ty: str) -> str:
+        """A constant global array; returns its name."""
+        name = f"@{self.prefix}.t{len(self.globals)}"
+        items = ", ".join(f"{ty} {float_literal(v, ty) if ty != 'i64' else int(v)}" for v in values)
+        self.globals.append(f"{name} = private unnamed_addr constant [{len(values)} x {ty}] [{items}]")
+        return name
+
+    def lookup(self, table: str, n: int, index: str, ty: str) -> str:
+        at = self.emit(f"getelementptr inbounds [{n} x {ty}], ptr {table}, i64 0, i64 {index}")
+        return self.emit(f"load {ty}, ptr {at}")
+
+    def declare(self, name: str, signature: str) -> None:
+        self.declarations[name] = signature
+
+    # ----- the emitter helper -----
+
+    def const(self, value: float) -> str:
+        return float_literal(value, self.t)
+
+    def add(self, a, b):
+        return self.emit(f"fadd {self.t} {a}, {b}")
+
+    def sub(self, a, b):
+        return self.emit(f"fsub {self.t} {a}, {b}")
+
+    def mul(self, a, b):
+        return self.emit(f"fmul {self.t} {a}, {b}")
+
+    def div(self, a, b):
+        return self.emit(f"fdiv {self.t} {a}, {b}")
+
+    def neg(self, a):
+        return self.emit(f"fneg {self.t} {a}")
+
+    def call(self, function: str, *args):
+        name = function + self.suffix
+        self.declare(name, f"declare {self.t} @{name}({', '.join([self.t] * len(args))}) #0")
+        return self.emit(f"call {self.t} @{name}({', '.join(f'{self.t} {a}' for a in args)})")
+
+    def intrinsic(self, name: str, *args):
+        full = f"llvm.{name}.{'f32' if self.t == 'float' else 'f64'}"
+        self.declare(full, f"declare {self.t} @{full}({', '.join([self.t] * len(args))})")
+        return self.emit(f"call {self.t} @{full}({', '.join(f'{self.t} {a}' for a in args)})")
+
+    def cmp(self, symbol: str, a, b):
+        return self.emit(f"fcmp {_PREDICATE[symbol]} {self.t} {a}, {b}")  # != is unordered: true with NaN
+
+    def isnan(self, a):
+        return self.emit(f"fcmp uno {self.t} {a}, {a}")
+
+    def truth(self, a):
+        return self.emit(f"fcmp une {self.t} {a}, {self.const(0.0)}")
+
+    def select(self, condition, a, b):
+        return self.emit(f"select i1 {condition}, {self.t} {a}, {self.t} {b}")
+
+    def as_float(self, condition):
+        return self.select(condition, self.const(1.0), self.const(0.0))
+
+    def and_(self, p, q):
+        return self.emit(f"and i1 {p}, {q}")
+
+    def or_(self, p, q):
+        return self.emit(f"or i1 {p}, {q}")
+
+    def xor(self, p, q):
+        return self.emit(f"xor i1 {p}, {q}")
+
+    def not_(self, p):
+        return self.emit(f"xor i1 {p}, true")
+
+    # ----- control flow -----
+
+    def loop(self, start: str, stop: str, body) -> None:
+        """``for k in range(start, stop): body(k)`` (``body`` may open blocks of its own)."""
+        tag = self.fresh("loop")[1:]
+        head, work, done = f"{tag}.head", f"{tag}.body", f"{tag}.done"
+        before = self.block
+        self.lines.append(f"  br label %{head}")
+        self.label(head)
+        k, k_next = self.fresh("k"), self.fresh("k")
+        phi = len(self.lines)
+        self.lines.append("")  # the phi, once the latch block is known
+        going = self.emit(f"icmp slt i64 {k}, {stop}")
+        self.lines.append(f"  br i1 {going}, label %{work}, label %{done}")
+        self.label(work)
+        body(k)
+        self.lines.append(f"  {k_next} = add i64 {k}, 1")
+        self.lines.append(f"  br label %{head}")
+        self.lines[phi] = f"  {k} = phi i64 [{start}, %{before}], [{k_next}, %{self.block}]"
+        self.label(done)
+
+
+class Frame:
+    """Where a program's operands live: per input a pointer to its (sample's)
+    first element or a scalar value, per output a pointer."""
+
+    def __init__(self, e: TextEmitter, inputs: list[tuple[bool, str]], outputs: list[str]):
+        self.e, self.inputs, self.outputs = e, inputs, outputs  # inputs: (is_pointer, name)
+
+    def load(self, i: int, index: str) -> str:
+        is_pointer, name = self.inputs[i]
+        return self.e.load(name, index) if is_pointer else name
+
+    def store(self, out: int, index: str, value: str) -> None:
+        self.e.store(self.outputs[out], index, value)
+
+
+def _index(e: TextEmitter, values: list[int], k: str) -> str:
+    """``values[k]``: ``start + step * k`` when affine, else a table lookup."""
+    start, step = values[0], (values[1] - values[0]) if len(values) > 1 else 0
+    if all(v == start + step * j for j, v in enumerate(values)):
+        if not step:
+            return str(start)
+        scaled = e.emit(f"mul i64 {k}, {step}") if step != 1 else k
+        return e.emit(f"add i64 {scaled}, {start}") if start else scaled
+    return e.lookup(e.table(values, "i64"), len(values), k, "i64")
+
+
+def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True) -> None:
+    """Emit ``program``: every store and constant store."""
+    counts = uses(program)
+    loops = find_loops(program, counts) if roll else []
+    covered = set().union(*(grp.covered for grp in loops)) if loops else set()
+    rolled = {pos for grp in loops for pos in grp.stores}
+    values: dict = {}
+    records = _ops.BY_NAME
+    for k, (op, args, payload) in enumerate(program.ops):
+        if k in covered:
+            continue
+        if op == "load":
+            values[k] = frame.load(payload[0], str(payload[1]))
+        elif op == "const":
+            values[k] = e.const(payload)
+        else:
+            values[k] = records[op].emit(e, *(values[a] for a in args))
+    for pos, (out, flat, value) in enumerate(program.stores):
+        if pos not in rolled:
+            frame.store(out, str(flat), values[value])
+    for grp in loops:
+        e.loop("0", str(len(grp.outs)), lambda k, grp=grp: _loop_body(e, program, grp, frame, k))
+    by_output: dict[int, list] = {}
+    for out, flat, value in program.const_stores:
+        by_output.setdefault(out, []).append((flat, value))
+    for out, items in sorted(by_output.items()):
+        if len(items) <= CONST_TABLE:
+            for flat, value in items:
+                frame.store(out, str(flat), e.const(value))
+            continue
+        idx, val = e.table([f for f, _ in items], "i64"), e.table([v for _, v in items], e.t)
+        n = len(items)
+        e.loop("0", str(n), lambda k, out=out, idx=idx, val=val, n=n: frame.store(
+            out, e.lookup(idx, n, k, "i64"), e.lookup(val, n, k, e.t)))
+
+
+def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> None:
+    """One rolled group's iteration: out[outs[k]] = tree(inputs at loads[.][k])."""
+    slot = {key: frame.load(key[0], _index(e, grp.loads[s], k)) for s, key in enumerate(grp.slots)}
+    local: dict = {}
+    for op_id in sorted(grp.covered_by_root):
+        op, args, _ = program.ops[op_id]
+        operands = []
+        for a in args:
+            aop, _, apayload = program.ops[a]
+            operands.append(slot[apayload] if aop == "load" else e.const(apayload) if aop == "const" else local[a])
+        local[op_id] = _ops.BY_NAME[op].emit(e, *operands)
+    frame.store(grp.output, _index(e, grp.outs, k), local[grp.root])
+
+
+def vm_ir(symbol: str, ftype: str) -> str:
+    """The tape interpreter's loop as an LLVM module defining
+    ``void @<symbol>(ptr %code, i64 %n, ptr %consts, ptr %inputs, ptr %shared, ptr %work)``:
+    ``work[k] = op_k(work[a], work[b], work[c])`` for each row ``(op, a, b, c)`` of
+    ``code``, a ``switch`` on the opcode with one case per record, emitted by the
+    record's ``emit`` through this same emitter helper (so tape and kernels
+    compute the same bits).  ``load`` reads ``inputs[a]``, ``load_shared``
+    ``shared[a]``, ``const`` ``consts[a]``."""
+    e = TextEmitter(ftype, symbol)
+    sources = {"load": "%inputs", "load_shared": "%shared", "const": "%consts"}
+
+    def step(k: str) -> None:
+        row = e.emit(f"mul i64 {k}, 4")
+        op, a, b, c = (e.load("%code", e.emit(f"add i64 {row}, {j}") if j else row, "i64") for j in range(4))
+        tag = e.fresh("vm")[1:]
+        done = f"{tag}.next"
+        cases = " ".join(f"i64 {n}, label %{tag}.{n}" for n in range(len(_ops.RECORDS)))
+        e.lines.append(f"  switch i64 {op}, label %{done} [ {cases} ]")
+        for number, record in enumerate(_ops.RECORDS):
+            e.label(f"{tag}.{number}")
+            if record.name in sources:
+                value = e.load(sources[record.name], a)
+            else:
+                value = record.emit(e, *(e.load("%work", x) for x in (a, b, c)[: record.arity]))
+            e.store("%work", k, value)
+            e.lines.append(f"  br label %{done}")
+        e.label(done)
+
+    e.loop("0", "%n", step)
+    params = "ptr noalias %code, i64 %n, ptr noalias %consts, ptr %inputs, ptr %shared, ptr noalias %work"
+    return _module(e, symbol, params) + _vm_entries(symbol, ftype)
+
+
+def _vm_entries(symbol: str, t: str) -> str:
+    """``@<symbol>.run``: the loop, then the stores into ``out``; ``@<symbol>.rows``:
+    that for rows ``start <= i < stop`` of a batch.  Plain C entry points, so the
+    tape runs before Numba is loaded (``tape.py`` calls them through ctypes)."""
+    program = ("ptr %code, i64 %n, ptr %consts, {inputs}, ptr %work, ptr %store_idx, ptr %store_val, "
+               "i64 %n_stores, ptr %const_idx, ptr %const_val, i64 %n_consts, ptr %out")
+    run_params = program.format(inputs="ptr %inputs, ptr %shared")
+    rows_params = program.format(inputs="ptr %batched, i64 %width, ptr %shared") + ", i64 %out_width, i64 %start, i64 %stop"
+    return f"""
+define void @{symbol}.run({run_params}) #1 {{
+entry:
+  call void @{symbol}(ptr %code, i64 %n, ptr %consts, ptr %inputs, ptr %shared, ptr %work)
+  br label %stores
+stores:
+  %s = phi i64 [0, %entry], [%s.next, %store]
+  %more = icmp slt i64 %s, %n_stores
+  br i1 %more, label %store, label %consts.head
+store:
+  %at.p = getelementptr inbounds i64, ptr %store_idx, i64 %s
+  %at = load i64, ptr %at.p
+  %from.p = getelementptr inbounds i64, ptr %store_val, i64 %s
+  %from = load i64, ptr %from.p
+  %v.p = getelementptr inbounds {t}, ptr %work, i64 %from
+  %v = load {t}, ptr %v.p
+  %to = getelementptr inbounds {t}, ptr %out, i64 %at
+  store {t} %v, ptr %to
+  %s.next = add i64 %s, 1
+  br label %stores
+consts.head:
+  %c = phi i64 [0, %stores], [%c.next, %const]
+  %more.c = icmp slt i64 %c, %n_consts
+  br i1 %more.c, label %const, label %done
+const:
+  %cat.p = getelementptr inbounds i64, ptr %const_idx, i64 %c
+  %cat = load i64, ptr %cat.p
+  %cv.p = getelementptr inbounds {t}, ptr %const_val, i64 %c
+  %cv = load {t}, ptr %cv.p
+  %cto = getelementptr inbounds {t}, ptr %out, i64 %cat
+  store {t} %cv, ptr %cto
+  %c.next = add i64 %c, 1
+  br label %consts.head
+done:
+  ret void
+}}
+
+define void @{symbol}.rows({rows_params}) #1 {{
+entry:
+  br label %head
+head:
+  %i = phi i64 [%start, %entry], [%i.next, %row]
+  %more = icmp slt i64 %i, %stop
+  br i1 %more, label %row, label %done
+row:
+  %in.off = mul i64 %i, %width
+  %in = getelementptr inbounds {t}, ptr %batched, i64 %in.off
+  %out.off = mul i64 %i, %out_width
+  %to = getelementptr inbounds {t}, ptr %out, i64 %out.off
+  call void @{symbol}.run(ptr %code, i64 %n, ptr %consts, ptr %in, ptr %shared, ptr %work, ptr %store_idx, ptr %store_val, i64 %n_stores, ptr %const_idx, ptr %const_val, i64 %n_consts, ptr %to)
+  %i.next = add i64 %i, 1
+  br label %head
+done:
+  ret void
+}}
+"""
+
+
+def _module(e: TextEmitter, symbol: str, params: str) -> str:
+    return "\n".join([
+        *e.globals,
+        "",
+        f"define void @{symbol}({params}) #1 {{",
+        "entry:",
+        *e.lines,
+        "  ret void",
+        "}",
+        "",
+        *e.declarations.values(),
+        "",
+        "attributes #0 = { nobuiltin nounwind memory(none) }",
+        "attributes #1 = { nounwind }",
+        "",
+    ])
+
+
+def _written(program: Program, n_outputs: int) -> list[set]:
+    written: list[set] = [set() for _ in range(n_outputs)]
+    for out, flat, _ in (*program.stores, *program.const_stores):
+        written[out].add(flat)
+    return written
+
+
+def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) -> str:
+    """The kernel body as an LLVM module defining ``void @<symbol>(...)``.
+
+    Parameters: per input a pointer to its elements (a ``double``/``float``
+    value for a scalar input of a single kernel), per output a pointer.  A
+    batch body (``layout.batched`` set) also takes ``i64 %start, i64 %stop``
+    and runs the samples in that range: batched inputs and the outputs are
+    indexed from the sample's offset, and every entry of each sample's
+    outputs is written (structural zeros too).
+    """
+    ftype = "float" if layout.dtype == np.float32 else "double"
+    e = TextEmitter(ftype, symbol)
+    batched = layout.batched
+    params, inputs = [], []
+    for i in range(len(layout.in_sizes)):
+        pointer = not layout.in_scalar[i] or (batched is not None and batched[i])
+        params.append(f"ptr noalias %in{i}" if pointer else f"{ftype} %in{i}")
+        inputs.append((pointer, f"%in{i}"))
+    params += [f"ptr noalias %out{k}" for k in range(len(layout.out_sizes))]
+    if batched is None:
+        emit_program(e, program, Frame(e, inputs, [f"%out{k}" for k in range(len(layout.out_sizes))]), roll)
+    else:
+        params += ["i64 %start", "i64 %stop"]
+        written = _written(program, len(layout.out_sizes))
+
+        def sample(i: str) -> None:
+            ins = [(p, e.emit(f"getelementptr inbounds {ftype}, ptr {name}, i64 {e.emit(f'mul i64 {i}, {size}')}"))
+                   if flag else (p, name) for (p, name), flag, size in zip(inputs, batched, layout.in_sizes)]
+            outs = [e.emit(f"getelementptr inbounds {ftype}, ptr %out{k}, i64 {e.emit(f'mul i64 {i}, {size}')}")
+                    for k, size in enumerate(layout.out_sizes)]
+            frame = Frame(e, ins, outs)
+            for k, size in enumerate(layout.out_sizes):
+                missing = sorted(set(range(size)) - written[k])
+                if len(missing) > MEMSET_ZEROS:
+                    nbytes = size * (4 if ftype == "float" else 8)
+                    e.declare("llvm.memset.p0.i64", "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
+                    e.lines.append(f"  call void @llvm.memset.p0.i64(ptr {outs[k]}, i8 0, i64 {nbytes}, i1 false)")
+                else:
+                    for flat in missing:
+                        frame.store(k, str(flat), e.const(0.0))
+            emit_program(e, program, frame, roll)
+
+        e.loop("%start", "%stop", sample)
+    return _module(e, symbol, ", ".join(params))

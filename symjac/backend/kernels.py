@@ -1,0 +1,156 @@
+"""Kernel modules: the text of the files that hold compiled kernels.
+
+A kernel module holds its program as data (``SYMJAC_NATIVE``: the body's
+symbol and the program text) and one-line ``@njit(cache=True)`` wrappers that
+call the body (``native.py``), so the file alone compiles the kernel in any
+process (the compile child too); the body's object code and Numba's disk
+cache of the wrappers serve later processes.  The text holds only names symjac
+generates (checked against a strict pattern here, where it is written) and
+numbers: never a user's string.
+
+Numba keys its disk cache on the source file, not on the intrinsics the file
+calls, so every module carries ``native.fingerprint()``: a digest of the records,
+the emitter and the versions involved.  A change to any of them gives new
+module text, hence new file names and fresh compiles instead of stale
+machine code.  The tape interpreter's module (:func:`vm_source`) is generated
+the same way, into the kernel cache directory.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+from . import native
+from .program import KernelSpec, Program, to_text
+
+#: a parallel batch is cut into at most this many ranges of samples (one body call each)
+BATCH_PARTS = 256
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,150}")
+_LITERAL = re.compile(r"[A-Za-z0-9_ .,;|+\-]*")  # opcode names, numbers, separators
+
+
+def identifier(name: str) -> str:
+    """``name`` if it is a plain ASCII identifier symjac may write into a
+    module; ValueError otherwise (names are sanitised before they get here)."""
+    if not _IDENTIFIER.fullmatch(name) or keyword.iskeyword(name):
+        raise ValueError(f"refusing to write {name!r} into a kernel module: not a plain identifier")
+    return name
+
+
+def kernel_name(name: str) -> str:
+    """A kernel name from any string: non-ASCII-alphanumerics become ``_``."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name)[:120] or "kernel"
+    return f"k_{clean}" if clean[0].isdigit() or keyword.iskeyword(clean) else clean
+
+
+def _program_literal(program: Program, spec: KernelSpec, batched=None) -> str:
+    text = to_text(program, spec, batched)
+    if not _LITERAL.fullmatch(text):  # repr() of floats and opcode names only: never reached
+        raise ValueError("program text with unexpected characters")
+    return text
+
+
+def _header() -> list[str]:
+    return [
+        "# symjac kernel module (generated; do not edit). SYMJAC_NATIVE names the kernel body's symbol and",
+        "# holds its program (opcode names and numbers), which symjac compiles to machine code through",
+        "# LLVM IR (symjac.backend.native) before Numba compiles or loads the wrappers that call it.",
+        f"# symjac-ir {native.fingerprint()}",
+    ]
+
+
+def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
+    """The module for ``program``: ``<name>(inputs..., outputs...)``, or with
+    ``batched`` (a flag per input) ``<name>_batch`` (samples in parallel) and
+    ``<name>_batch_serial``."""
+    name = identifier(spec.name)
+    ins = [f"a{i}" for i in range(len(spec.inputs))]
+    outs = [f"out{k}" for k in range(len(spec.outputs))]
+    args = ", ".join(ins + outs)
+    packed = f"({''.join(n + ', ' for n in ins)}), ({''.join(n + ', ' for n in outs)})"
+    text = _program_literal(program, spec, batched)
+    kind = "kernel" if batched is None else "batch"
+    symbol = identifier(native.symbol_for(text, kind))
+    lines = [*_header()]
+    if batched is None:
+        lines += [
+            "from numba import njit",
+            "from symjac.backend.native import native_call",
+            "",
+            f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
+            "",
+            "",
+            "@njit(cache=True, nogil=True)",
+            f"def {name}({args}):",
+            f'    native_call({packed}, "{symbol}")',
+        ]
+        return "\n".join(lines) + "\n"
+    lines += [
+        "from numba import njit, prange",
+        "from symjac.backend.native import native_range",
+        "",
+        f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
+        "",
+        "",
+        "@njit(cache=True, nogil=True, parallel=True)",
+        f"def {name}_batch({args}):",
+        "    n = out0.shape[0]",
+        f"    parts = min(n, {BATCH_PARTS})  # ranges of samples, spread over the threads by prange",
+        "    for c in prange(parts):",
+        f'        native_range({packed}, c * n // parts, (c + 1) * n // parts, "{symbol}")',
+        "",
+        "",
+        "@njit(cache=True, nogil=True)",
+        f"def {name}_batch_serial({args}):",
+        f'    native_range({packed}, 0, out0.shape[0], "{symbol}")',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def vm_source() -> str:
+    """The tape interpreter's module (see ``tape.py``).  One dispatcher per
+    entry point and nothing shared between them, so a damaged Numba cache is
+    emptied and rebuilt function by function.  Not ``nogil``: see ``tape.py``."""
+    store = [
+        "for s in range(store_idx.shape[0]):",
+        "    {out}store_idx[s]] = work[store_val[s]]",
+        "for s in range(const_idx.shape[0]):",
+        "    {out}const_idx[s]] = const_val[s]",
+    ]
+    params = "code, consts, {inputs}, store_idx, store_val, const_idx, const_val, {rest}"
+    bodies = ", ".join(f'("{identifier(native.vm_symbol(d))}", "vm", "{d}")' for d in ("float64", "float32"))
+    return "\n".join([
+        "# symjac tape interpreter (generated; do not edit): the dispatch loop is emitted from the",
+        "# operation records (symjac.backend.emit.vm_ir) and compiled by symjac.backend.native.",
+        f"# symjac-ir {native.fingerprint()}",
+        "import numpy as np",
+        "from numba import njit, prange",
+        "from symjac.backend.native import vm_step",
+        "",
+        f"SYMJAC_NATIVE = [{bodies}]",
+        "",
+        "",
+        "@njit(cache=True)",
+        f"def run({params.format(inputs='inputs', rest='work, out')}):",
+        "    vm_step(code, consts, inputs, inputs, work)",
+        *("    " + line.format(out="out[") for line in store),
+        "",
+        "",
+        "@njit(cache=True, parallel=True)",
+        f"def run_batch({params.format(inputs='batched, shared', rest='out')}):",
+        "    n = max(code.shape[0], 1)",
+        "    for i in prange(batched.shape[0]):",
+        "        work = np.empty(n, dtype=consts.dtype)",
+        "        vm_step(code, consts, batched[i], shared, work)",
+        *("        " + line.format(out="out[i, ") for line in store),
+        "",
+        "",
+        "@njit(cache=True)",
+        f"def run_batch_serial({params.format(inputs='batched, shared', rest='out')}):",
+        "    work = np.empty(max(code.shape[0], 1), dtype=consts.dtype)",
+        "    for i in range(batched.shape[0]):",
+        "        vm_step(code, consts, batched[i], shared, work)",
+        *("        " + line.format(out="out[i, ") for line in store),
+        "",
+    ])

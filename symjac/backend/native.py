@@ -1,0 +1,317 @@
+"""Kernel bodies compiled by symjac: program -> LLVM IR text -> machine code.
+
+A kernel module (``kernels.py``) names its body's symbol and carries its
+program text (``SYMJAC_NATIVE``); its ``@njit`` wrappers only call the symbol
+(:func:`native_call`, :func:`native_range`).  Before Numba compiles or loads a
+wrapper, :func:`ensure` makes the symbol resolvable: it loads the body's
+object code from the cache directory, or emits the body (``emit.body_ir``),
+runs LLVM's O3 pipeline on it and generates machine code (in C++, with the
+GIL released: calls served meanwhile do not starve), writes the object code
+to the cache and registers the symbol.
+
+Doing this outside Numba's pipeline is the point: Numba would optimise the
+body twice (per function, then the whole module), pass its IR through a
+Python text filter, and hold its process-wide compiler lock throughout; the
+body is already in SSA form with shared work computed once, so one O3 pass
+and code generation are all it needs.
+
+Object files are trusted like kernel files: owned by the user, not writable
+by others, and their content is bound to their name by a digest stored in
+the file (a damaged or foreign file is compiled again, never loaded).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import platform
+import tempfile
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from . import compiler as _compile
+from .emit import body_ir, vm_ir
+from .program import from_text
+
+_lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
+_compiling: dict[str, threading.Lock] = {}  # symbol -> held while it is compiled (others compile in parallel)
+_engines: dict[str, object] = {}  # symbol -> its execution engine (kept alive: it owns the code)
+_addresses: dict[str, int] = {}  # extra entry points of loaded bodies (the tape's .run/.rows), by name
+_DIGEST = 16
+_initialized = False
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A digest of everything that decides the machine code of a module with
+    a given text: the records, the emitter, the module formats, the versions."""
+    here = Path(__file__).parent
+    h = hashlib.blake2b(digest_size=8)
+    versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
+    h.update(f"{versions} {platform.machine()}".encode())
+    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "native.py", here / "kernels.py",
+                 here / "program.py", here / "reroll.py"):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _target_machine():
+    global _initialized
+    if not _initialized:
+        with _lock:
+            if not _initialized:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                _initialized = True
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                        opt=3, codemodel="jitdefault", jit=True)
+
+
+def symbol_for(text: str, kind: str) -> str:
+    """The body's symbol: a digest of the program text, its kind and the backend's fingerprint."""
+    return f"symjac_{kind}_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
+
+
+def _source(symbol: str, kind: str, text: str) -> str:
+    if kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
+        return vm_ir(symbol, "float" if text == "float32" else "double")
+    program, layout = from_text(text)
+    return body_ir(symbol, program, layout)
+
+
+def compile_object(symbol: str, kind: str, text: str) -> bytes:
+    """Machine code (an object file) for the body of program ``text``."""
+    source = _source(symbol, kind, text)
+    tm = _target_machine()
+    module = llvm.parse_assembly(source, context=llvm.create_context())  # a private context: thread-safe
+    module.triple, module.data_layout = tm.triple, str(tm.target_data)
+    module.verify()
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    # no loop vectorizer: loops here walk samples or rerolled entries with strided stores,
+    # which it turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4);
+    # straight-line code is still vectorised (SLP)
+    options.loop_vectorization = False
+    options.slp_vectorization = True
+    builder = llvm.create_pass_builder(tm, options)
+    builder.getModulePassManager().run(module, builder)
+    return tm.emit_object(module)
+
+
+def ir_text(text: str, kind: str) -> str:
+    """The LLVM IR of the body of program ``text`` (what :func:`compile_object` optimises)."""
+    return _source(symbol_for(text, kind), kind, text)
+
+
+def _host() -> str:
+    """The CPU the object code is for: its name and a digest of its features."""
+    features = hashlib.blake2b(llvm.get_host_cpu_features().flatten().encode(), digest_size=4).hexdigest()
+    return f"{llvm.get_host_cpu_name()}-{features}"
+
+
+def _object_path(symbol: str) -> Path:
+
+    return _compile.cache_dir() / f"{symbol}.{_host()}.o"
+
+
+def _seal(symbol: str, code: bytes) -> bytes:
+    return hashlib.blake2b(symbol.encode() + code, digest_size=_DIGEST).digest()
+
+
+def _read_object(path: Path, symbol: str) -> bytes | None:
+
+    data = _compile.read_private(path)  # trust checked on the open file: it cannot be swapped in between
+    if data is None:
+        return None
+    code = data[_DIGEST:]
+    return code if data[:_DIGEST] == _seal(symbol, code) else None
+
+
+def _write_object(path: Path, symbol: str, code: bytes) -> None:
+    try:
+        _compile.write_private(path.parent, path.name, _seal(symbol, code) + code)
+    except OSError:
+        pass  # the cache is an optimisation: the next process compiles again
+
+
+def _load(symbol: str, code: bytes) -> None:
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+    engine.finalize_object()
+    address = engine.get_function_address(symbol)
+    if not address:
+        raise RuntimeError(f"the object code of {symbol} does not define it")
+    llvm.add_symbol(symbol, address)
+    for entry in (f"{symbol}.run", f"{symbol}.rows"):
+        extra = engine.get_function_address(entry)
+        if extra:
+            _addresses[entry] = extra
+    with _lock:
+        _engines[symbol] = engine
+        _compiling.pop(symbol, None)
+
+
+def ensure(symbol: str, kind: str, text: str) -> bool:
+    """Make ``symbol`` callable from compiled code; True if it was compiled now
+    (False: already loaded, or loaded from the cache)."""
+    if symbol in _engines:
+        return False
+    if symbol != symbol_for(text, kind):
+        raise ValueError(f"{symbol} does not name this program")
+    with _lock:
+        mine = _compiling.setdefault(symbol, threading.Lock())
+    with mine:  # a small kernel compiled now does not wait for a big one compiling in the background
+        if symbol in _engines:
+            return False
+        path = _object_path(symbol)
+        code = _read_object(path, symbol)
+        compiled = code is None
+        if compiled:
+            code = compile_object(symbol, kind, text)
+            _write_object(path, symbol, code)
+        _load(symbol, code)
+        return compiled
+
+
+def prepare(dispatcher) -> None:
+    """Before ``dispatcher`` (a kernel module's wrapper) is compiled or loaded:
+    make its body's symbol resolvable."""
+    spec = getattr(dispatcher, "py_func", None) and dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
+    for body in ([spec] if isinstance(spec, tuple) else spec or ()):
+        ensure(*body)
+
+
+def address(name: str) -> int:
+    """The address of a loaded body's entry point (``ensure`` it first)."""
+    return _addresses[name]
+
+
+def vm_symbol(dtype) -> str:
+    """The tape interpreter's symbol for compute dtype ``dtype``."""
+    import numpy as np
+
+    return symbol_for(np.dtype(dtype).name, "vm")
+
+
+# ----- calling a body from a Numba wrapper ---------------------------------------------------
+
+
+def _operands(context, builder, tuple_type, value) -> list:
+    out = []
+    for j, ty in enumerate(tuple_type):
+        item = builder.extract_value(value, j)
+        out.append(context.make_array(ty)(context, builder, item).data if isinstance(ty, types.Array) else item)
+    return out
+
+
+def _call(builder, symbol: str, args: list) -> None:
+    fnty = ir.FunctionType(ir.VoidType(), [a.type for a in args])
+    builder.call(cgutils.get_or_insert_function(builder.module, fnty, symbol), args)
+
+
+@intrinsic(prefer_literal=True)
+def native_call(typingctx, inputs, outputs, symbol):
+    """``native_call((inputs...), (outputs...), "symjac_...")``: the body on whole arrays."""
+    if not isinstance(symbol, types.StringLiteral):
+        return None
+    name = symbol.literal_value
+
+    def codegen(context, builder, signature, args):
+        ins = _operands(context, builder, signature.args[0], args[0])
+        outs = _operands(context, builder, signature.args[1], args[1])
+        _call(builder, name, ins + outs)
+        return context.get_dummy_value()
+
+    return types.void(inputs, outputs, symbol), codegen
+
+
+@intrinsic(prefer_literal=True)
+def native_range(typingctx, inputs, outputs, start, stop, symbol):
+    """``native_range((inputs...), (outputs...), start, stop, "symjac_...")``: a
+    batch body on samples ``start <= i < stop``."""
+    if not isinstance(symbol, types.StringLiteral):
+        return None
+    name = symbol.literal_value
+
+    def codegen(context, builder, signature, args):
+        ins = _operands(context, builder, signature.args[0], args[0])
+        outs = _operands(context, builder, signature.args[1], args[1])
+        bounds = [context.cast(builder, v, t, types.int64) for v, t in zip(args[2:4], signature.args[2:4])]
+        _call(builder, name, ins + outs + bounds)
+        return context.get_dummy_value()
+
+    return types.void(inputs, outputs, start, stop, symbol), codegen
+
+
+@intrinsic
+def vm_step(typingctx, code, consts, inputs, shared, work):
+    """``vm_step(code, consts, inputs, shared, work)``: the tape interpreter
+    (``emit.vm_ir``) over every row of ``code``, for ``consts``' dtype."""
+    if not all(isinstance(t, types.Array) for t in (code, consts, inputs, shared, work)):
+        return None
+    name = vm_symbol(consts.dtype.name)
+
+    def codegen(context, builder, signature, args):
+        arrays = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args, args)]
+        n = builder.extract_value(arrays[0].shape, 0)
+        _call(builder, name, [arrays[0].data, n, *(a.data for a in arrays[1:])])
+        return context.get_dummy_value()
+
+    return types.void(code, consts, inputs, shared, work), codegen
+
+
+def warm_up() -> None:
+    """Compile (not cache) a wrapper like a kernel module's: Numba's first
+    compile in a process costs ~0.3 s more than later ones, which the preload
+    thread pays instead of the first kernel."""
+    import numpy as np
+    from numba import njit
+
+    symbol = vm_symbol(np.float64)
+    ensure(symbol, "vm", "float64")
+    llvm.add_symbol("symjac_warm_up", address(f"{symbol}.run"))  # linked, never called
+
+    def wrapper(a, out):
+        native_call((a,), (out,), "symjac_warm_up")
+
+    array = types.Array(types.float64, 1, "C")
+    njit(nogil=True)(wrapper).compile((array, array))
+
+
+def compile_kernel(dispatcher, sig) -> tuple[float, bool | None]:
+    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk),
+    or (0.0, None) if this process already has it (another program with the
+    same kernel loaded it).
+
+    Numba raises on a corrupted cache entry instead of recompiling; symjac
+    then empties that function's Numba cache and compiles again.
+    """
+    if tuple(sig.args) in dispatcher.overloads:
+        return 0.0, None
+    start = time.perf_counter()
+    try:
+        prepare(dispatcher)  # the kernel body's machine code, before Numba links the wrapper to it
+        try:
+            dispatcher.compile(sig.args)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
+            _compile.recover(dispatcher)
+            dispatcher.compile(sig.args)
+    except Exception as exc:
+        raise _compile.CompileError(
+            f"Numba could not compile the generated kernel {dispatcher.__name__} "
+            f"({type(exc).__name__}: {exc}). This is a symjac bug; please report it "
+            "with the source from .source()."
+        ) from exc
+    seconds = time.perf_counter() - start
+    hits = sum(dispatcher.stats.cache_hits.values())
+    return seconds, hits > 0
