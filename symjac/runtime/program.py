@@ -20,6 +20,9 @@ from ..diff.blocks import Offsets
 from . import layout
 from .kernel import Kernel
 from .stats import STATS
+from .store import clock
+
+_zeros = np.zeros  # (one global lookup on the hot path)
 
 
 class Compiled(Kernel):
@@ -61,6 +64,8 @@ class Compiled(Kernel):
         # (~50 µs) before refusing them, so they are converted up front
         self._scalar_args = [i for i, is_array in self._arg_index if not is_array]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
+        # one array argument, taken by the kernel as it is: run_one's case
+        self.one_array = self._fast and self._single == 0 and not self._scalar_args
         self.int_limit: int | None = None
         self._int_args: list[int] = []
 
@@ -70,7 +75,7 @@ class Compiled(Kernel):
         self.int_limit = limit
         self._int_args = [] if limit is None else list(positions)
         if self._int_args:
-            self._fast = False  # the general path checks them
+            self._fast = self.one_array = False  # the general path checks them
 
     def retire(self) -> None:
         super().retire()
@@ -122,6 +127,35 @@ class Compiled(Kernel):
                 return self.template.wrap(out)
             return out if self.out_shapes[0] else out[0]
         return self._call(args)
+
+    def serves_one(self, a) -> bool:
+        """True if :meth:`run_one` serves this program's calls with the one
+        argument ``a``: a C-contiguous array in the compute dtype, one output,
+        nothing to check or convert, and the kernel ready."""
+        return (
+            self.one_array and self.kernel is not None
+            and type(a) is np.ndarray and a.dtype == self.dtype and a.flags.c_contiguous
+        )
+
+    def run_one(self, a: np.ndarray):
+        """``self((a,))`` for one array of the shape and dtype this program was
+        built for (the caller compared them; see :meth:`serves_one`), straight
+        to the kernel; None when the general path must run: the kernel is not
+        ready or was retired, or Numba refuses ``a`` (another layout, read-only)."""
+        kernel = self.kernel
+        if kernel is None:
+            return None
+        out = _zeros(self._out_shape, self.dtype)
+        try:
+            kernel(a, out)  # Numba checks the argument's type itself (compiling is disabled)
+        except TypeError:
+            return None
+        STATS.hits += 1
+        STATS.kernel_calls += 1
+        self.last_used = next(clock)
+        if self.template is not None:
+            return self.template.wrap(out)
+        return out if self.out_shapes[0] else out[0]
 
     def _converted(self, args: Sequence) -> list:
         """The kernel's inputs as exactly the types it was compiled for."""

@@ -26,14 +26,21 @@ from .guards import Guards
 
 
 class KernelTable(dict):
-    """The programs of one root function and chain of products, by call key."""
+    """The programs of one root function and chain of products, by call key.
 
-    __slots__ = ("guards", "epoch", "__weakref__")
+    ``last`` is the entry of the last call with one C-contiguous array in the
+    compute dtype, ``(shape, dtype, program)``: calls with an array of the
+    same shape and dtype (the same key) skip the key and the lookup
+    (``Transform.__call__``).  It goes whenever its program leaves the table.
+    """
+
+    __slots__ = ("guards", "epoch", "last", "__weakref__")
 
     def __init__(self, guards: Guards | None):
         super().__init__()
         self.guards = guards  # shared by every table of the root; None if it reads nothing
         self.epoch = guards.epoch if guards is not None else 0  # the guards' epoch the entries were built in
+        self.last: tuple | None = None
 
 
 class GuardedTable(KernelTable):
@@ -109,6 +116,7 @@ def check(table: KernelTable) -> None:
         guards.epoch += 1
         _bump()
     if table.epoch != guards.epoch:
+        table.last = None
         for program in table.values():
             program.retire()
         table.clear()
@@ -138,6 +146,8 @@ def _drop(program, table_ref, key) -> None:
     table = table_ref()
     if table is not None and dict.get(table, key) is program:  # (no guard check: just this entry)
         del table[key]
+        if table.last is not None and table.last[2] is program:
+            table.last = None
     _LIVE.pop(program, None)
 
 
