@@ -140,16 +140,16 @@ class Compiled(Kernel):
     def run_one(self, a: np.ndarray):
         """``self((a,))`` for one array of the shape and dtype this program was
         built for (the caller compared them; see :meth:`serves_one`), straight
-        to the kernel; None when the general path must run: the kernel is not
-        ready or was retired, or Numba refuses ``a`` (another layout, read-only)."""
+        to the kernel; None when the general path must run (the kernel is not
+        ready, or was retired)."""
         kernel = self.kernel
         if kernel is None:
             return None
         out = _zeros(self._out_shape, self.dtype)
         try:
             kernel(a, out)  # Numba checks the argument's type itself (compiling is disabled)
-        except TypeError:
-            return None
+        except TypeError:  # read-only or strided (the same key): converted, as __call__ does
+            kernel(*self._converted((a,)), out)
         STATS.hits += 1
         STATS.kernel_calls += 1
         self.last_used = next(clock)
