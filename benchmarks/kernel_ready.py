@@ -73,9 +73,9 @@ def per_call(fn, n=2000):
     return (time.perf_counter() - t) / n
 
 steady = min(per_call(lambda: transform(*args)) for _ in range(3))
-compiled = sj.runtime.dispatch.compiled_for(transform, args)
+compiled = sj.runtime.dispatch.compiled_for(transform.request, args)
 flat = np.concatenate([np.ravel(a) for a in args]).astype(compiled.dtype)
-buf = np.zeros(compiled.out_bounds[-1], compiled.dtype)
+buf = np.zeros(compiled.out_offsets.total, compiled.dtype)
 tape = min(per_call(lambda: compiled.tape.run(flat, buf)) for _ in range(3))
 print(json.dumps(dict(name=name, import_s=imported - start, first_call_s=first, kernel_ready_s=ready,
                       first_call_cpu_s=first_cpu, compile_cpu_s=cpu.get("compile_cpu_s"),

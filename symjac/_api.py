@@ -18,6 +18,7 @@ import numpy as np
 
 from ._errors import ArgumentError, ArityError
 from ._signature import Signature, normalize_argnums
+from .backend import native
 from .diff import products
 from .diff.products import EXTRA, VECTOR, Spec
 from .runtime import build, dispatch, layout, store
@@ -219,6 +220,7 @@ class Transform:
         """
         compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
         compiled.load_kernel()
+        native.settle()  # a large kernel serves its quick code first: wait for the optimised code too
         return compiled.info()
 
     def source(self, *args, llvm: bool = False, **kwargs) -> str:

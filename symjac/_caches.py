@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from .backend import compiler as _compile
+from .backend import native
 from .diff import accumulate
 from .runtime import dask, guards, stats, store, warm
 from .runtime.stats import CacheInfo
@@ -55,3 +56,4 @@ def wait_for_kernels() -> None:
     >>> sj.wait_for_kernels()
     """
     _compile.wait_all()
+    native.settle()  # large bodies: their optimised code replaces the quick code

@@ -437,11 +437,18 @@ def _dims_ok(shape) -> bool:
     return len(shape) <= 3 and int(np.prod(shape)) <= 24
 
 
+#: IEEE special constants for the special-values property (test_fuzz.py)
+SPECIAL_CONSTANTS = ["np.inf", "(-np.inf)", "np.nan", "(-0.0)", "0.0", "1e308", "(-1e308)", "5e-324", "1e-310"]
+#: ... and input values
+SPECIAL_VALUES = [np.inf, -np.inf, np.nan, -0.0, 0.0, 1e308, -1e308, 5e-324, 1e-310, 1e300]
+
+
 class Builder:
     """Draws one program with Hypothesis' ``draw``."""
 
-    def __init__(self, draw, max_args: int = 3, max_size: int = 24, const_dtype: str = ""):
+    def __init__(self, draw, max_args: int = 3, max_size: int = 24, const_dtype: str = "", specials: bool = False):
         self.draw = draw
+        self.specials = specials  # constants may be inf, nan, -0.0, huge or subnormal
         self.max_args = max_args
         self.max_size = max_size
         self.dtype_kw = f", dtype=np.{const_dtype}" if const_dtype else ""
@@ -511,6 +518,14 @@ class Builder:
         return self.constant(shape)
 
     def constant(self, shape: tuple) -> Val:
+        if self.specials and self.coin(0.5):
+            # IEEE special values; the interval is a stand-in (these programs are not
+            # kept inside domains: NaN and inf results are what is compared)
+            if shape == ():
+                return Val(self.pick(SPECIAL_CONSTANTS), (), -1.0, 1.0)
+            n = int(np.prod(shape))
+            texts = [self.pick(SPECIAL_CONSTANTS + ["1.5", "-0.25"]) for _ in range(n)]
+            return Val(f"np.array([{', '.join(texts)}]).reshape({shape})", shape, -1.0, 1.0)
         if shape == () and self.coin(0.7, simple=True):
             value = self.pick([0.5, 2.0, -1.5, 3.0, 0.25, 1.0, 2, 3, -0.75, 1.7])
             text = f"({value!r})" if value < 0 else repr(value)
@@ -1093,9 +1108,10 @@ OPS = [op_unary, op_binary, op_unary, op_binary, op_reduce, op_where, op_contrac
 
 
 @st.composite
-def programs(draw, max_depth: int = 4, max_out_size: int = 12, const_dtype: str = ""):
-    """A random :class:`Program` (constant arrays of ``const_dtype``, default float64)."""
-    b = Builder(draw, const_dtype=const_dtype)
+def programs(draw, max_depth: int = 4, max_out_size: int = 12, const_dtype: str = "", specials: bool = False):
+    """A random :class:`Program` (constant arrays of ``const_dtype``, default float64;
+    with ``specials``, constants may be IEEE special values)."""
+    b = Builder(draw, const_dtype=const_dtype, specials=specials)
     rank = draw(st.integers(0, 3))
     shape = tuple(draw(st.sampled_from([2, 3, 1])) for _ in range(rank))
     while int(np.prod(shape)) > max_out_size:

@@ -224,6 +224,37 @@ os._exit(0)  # no atexit handlers: only the kernel's parent-death signal can sto
 """
 
 
+def test_threads_making_transforms_of_a_new_function_at_once_share_its_programs(monkeypatch):
+    """Every transform of one function must find the same table of programs,
+    even when threads create the function's first transforms at once (one
+    table each would build the program once per table)."""
+    import time
+
+    from symjac.runtime import store
+
+    real_init = store.Root.__init__
+
+    def slow_init(self, fn):  # gives other threads the time to look the function up too
+        time.sleep(0.02)
+        real_init(self, fn)
+
+    monkeypatch.setattr(store.Root, "__init__", slow_init)
+    f = make_f()
+    barrier = threading.Barrier(4)
+    roots = []
+
+    def make():
+        barrier.wait()
+        roots.append(store.root_for(f))
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(roots) == 4 and all(r is roots[0] for r in roots)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 def test_a_compile_child_does_not_outlive_its_program(cache):
     import time
@@ -309,7 +340,8 @@ def test_the_fallback_cache_is_removed_after_its_compile_children_stop(tmp_path,
         assert child.stdout.readline().strip() == "ready"
         monkeypatch.setattr(_compile, "_children", {child})
         monkeypatch.setattr(_compile, "CHILD_EXIT_WAIT", 0.2)
-        monkeypatch.setattr(_compile, "_exiting", False)  # restored after: the exit handler sets it
+        monkeypatch.setattr(_compile, "_exiting", False)  # both restored after: the exit handler sets them
+        monkeypatch.setattr(_compile, "_removed", False)
         _compile._remove_fallback(private)
         assert child.poll() is not None, "the compile child was not stopped"
         assert not private.exists()

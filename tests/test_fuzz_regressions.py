@@ -85,3 +85,37 @@ def test_mixed_precision_is_computed_in_float64_throughout():
     assert got.dtype == f(x).dtype == np.float64
     np.testing.assert_allclose(got, f(x.astype(np.float64)), rtol=1e-14)
     np.testing.assert_allclose(got, f(x), rtol=1e-6)  # and within float32 accuracy of NumPy's
+
+
+def _pick(cond, x):
+    return np.where(cond, 10.0, 20.0)  # (not x itself: NaN in both branches would hide a wrong choice)
+
+
+def _half(x):
+    return np.where(x > 0.0, 0.5, 0.5)  # a traced value that folds to the constant 0.5
+
+
+NAN_LOGIC = {
+    # not (a < b) is not a >= b when a is NaN (SymPy's Not rewrote it)
+    "not less": lambda x: _pick(np.logical_not(np.less(x, 1.0)), x),
+    "less or greater-equal": lambda x: _pick(np.logical_or(x < 1.0, x >= 1.0), x),
+    "xor of a comparison and its complement": lambda x: _pick(np.logical_xor(x < 1.0, x >= 1.0), x),
+    "not not": lambda x: _pick(np.logical_not(np.logical_not(x > 0.0)), x),
+    "and with itself": lambda x: _pick(np.logical_and(x > 0.0, x > 0.0), x),
+    "comparison of a traced constant with NaN": lambda x: _pick(np.less(_half(x), np.nan), x),
+    "comparisons with NaN in a conjunction": lambda x: _pick(np.logical_and(np.less(np.inf, x), np.less(np.nan, x)), x),
+    "comparisons with NaN in a disjunction": lambda x: _pick(np.logical_or(np.less(x, np.nan), np.not_equal(np.nan, x)), x),
+    # SymPy cannot order NaN: Max(0.5, nan) raised while folding constants
+    "maximum of constants with NaN": lambda x: x + np.maximum(_half(x), np.nan),
+    "minimum of constants with NaN": lambda x: x + np.minimum(np.nan, _half(x)),
+    "clip of a NaN constant": lambda x: np.clip(x + np.array([np.inf, np.nan, 1.0, 0.5]), 0.0, 1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAN_LOGIC))
+def test_logic_and_extrema_with_nan_follow_numpy(name):
+    f = NAN_LOGIC[name]
+    x = np.array([np.nan, 0.5, 2.0, -np.inf])
+    want = f(x)
+    got = sj.jit(f)(x)
+    np.testing.assert_array_equal(got, want)

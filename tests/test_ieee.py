@@ -74,3 +74,27 @@ def test_divisions_by_constants_are_divisions():
     np.testing.assert_array_equal(sj.jit(lambda x: x / 3.0)(x), x / 3.0)
     src = sj.jit(lambda x: x / 0.1).source(x)
     assert "/ 0.1" in src
+
+
+def test_hypot_does_not_overflow_and_log2_log10_are_exact_at_powers():
+    # W3: hypot(3e200 x, 4e200) was sqrt(a**2 + b**2), which overflows; log2/log10 were
+    # log(x) times a constant, off by one ulp at exact powers (floor(log10(1000)) == 2)
+    x = np.array([1.0, 2.0, 1e-300, 0.0])
+    with np.errstate(all="ignore"):
+        for f in (lambda x: np.hypot(3e200 * x, 4e200), lambda x: np.hypot(x * 1e-200, x * 1e-200)):
+            _same(sj.jit(f)(x), f(x))
+    powers = np.array([2.0**k for k in range(-60, 60)])
+    np.testing.assert_array_equal(sj.jit(np.log2)(powers), np.arange(-60, 60))
+    tens = 10.0 ** np.arange(0, 23)
+    np.testing.assert_array_equal(sj.jit(lambda x: np.floor(np.log10(x)))(tens), np.arange(0, 23))
+    np.testing.assert_array_equal(sj.jit(np.exp2)(np.arange(-5.0, 5.0)), np.exp2(np.arange(-5.0, 5.0)))
+
+
+@pytest.mark.parametrize("compare", [np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal])
+def test_constant_comparisons_with_nan_and_inf_fold_as_numpy_compares(compare):
+    # comparisons of two constants fold while tracing; SymPy refuses to order NaN
+    # (found by the special-values fuzz: np.less(1.0, np.nan) inside a traced function)
+    for c in (np.nan, np.inf, -np.inf, 1.0):
+        f = lambda x, c=c: np.where(compare(np.ones_like(x), c), x, -x)  # noqa: E731
+        x = np.array([2.0, -3.0])
+        np.testing.assert_array_equal(sj.jit(f)(x), f(x))

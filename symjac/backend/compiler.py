@@ -116,6 +116,8 @@ def _configured_root() -> Path:
 def _fallback() -> Path:
     """This process's private temporary cache root (removed when it exits)."""
     global _fallback_root
+    if _removed:  # a thread still at work after the exit handler: never leave a new directory behind
+        raise CacheWriteError("symjac's temporary cache was removed at exit")
     if _fallback_root is None or not _private_dir(_fallback_root):
         _fallback_root = Path(tempfile.mkdtemp(prefix="symjac-cache-"))
         atexit.register(_remove_fallback, _fallback_root)
@@ -124,18 +126,20 @@ def _fallback() -> Path:
 
 def _remove_fallback(path: Path) -> None:
     """At exit: stop the compile children and let the background threads
-    (compile queue, tape preload) finish writing into ``path`` -- for at most
-    ``CHILD_EXIT_WAIT`` seconds -- then remove it.  (Removing it under a
-    running thread would let Numba's cache recreate it, left behind.)"""
-    global _exiting
-    _exiting = True  # queued compiles are dropped, not started
+    (compile queue, tape preload, native's optimiser) finish writing into
+    ``path`` -- for at most ``CHILD_EXIT_WAIT`` seconds -- then remove it.
+    (Removing it under a running thread would let it be created again, and
+    left behind.)"""
+    global _exiting, _removed
+    _exiting = True  # queued work is dropped, not started
     _stop_children()
     deadline = time.monotonic() + CHILD_EXIT_WAIT
     for thread in list(_threads):
         if thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
-    while _jobs.unfinished_tasks and time.monotonic() < deadline:
+    while any(q.unfinished_tasks for q in (_jobs, *_queues)) and time.monotonic() < deadline:
         time.sleep(_EXIT_POLL)
+    _removed = True
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -335,7 +339,21 @@ _jobs: queue.Queue = queue.Queue()
 _worker: threading.Thread | None = None
 _worker_lock = threading.Lock()
 _threads: weakref.WeakSet = weakref.WeakSet()  # other background threads writing to the cache
-_exiting = False
+_queues: list[queue.Queue] = []  # other work queues writing to the cache (native's optimiser)
+_exiting = False  # set by the exit handler: background work is dropped
+_removed = False  # the private fallback cache is gone (at exit)
+
+
+def exiting() -> bool:
+    """True once the process is exiting: background work should stop."""
+    return _exiting
+
+
+def drained_at_exit(work: queue.Queue) -> queue.Queue:
+    """Register a queue of background work that writes to the cache: the exit
+    handler waits (briefly) for its tasks before removing a temporary cache."""
+    _queues.append(work)
+    return work
 
 
 def background(target, *args, name: str) -> threading.Thread:
@@ -403,6 +421,10 @@ def _stop_children() -> None:
             child.wait(timeout=CHILD_EXIT_WAIT)
         except subprocess.TimeoutExpired:
             child.kill()
+            try:
+                child.wait(timeout=CHILD_EXIT_WAIT)  # dead, not just signalled, before its directory goes
+            except subprocess.TimeoutExpired:
+                pass
 
 
 atexit.register(_stop_children)

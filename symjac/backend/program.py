@@ -142,7 +142,7 @@ class _Lowering:
                 denom.append(g.pow_(f.args[0], -f.args[1]))
             else:
                 numer.append(f)
-        negate = coeff < 0
+        negate = coeff.is_extended_negative is True  # (NaN is neither; -inf is, and -(inf * x) is exact)
         coeff = abs(coeff)
         if coeff.is_Rational and coeff.q != 1:
             denom.insert(0, sp.Integer(coeff.q))

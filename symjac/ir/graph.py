@@ -27,6 +27,7 @@ import contextlib
 import contextvars
 import hashlib
 import math
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -42,6 +43,7 @@ TRUE = sp.true
 FALSE = sp.false
 
 Add, Mul, Pow, Piecewise = sp.Add, sp.Mul, sp.Pow, sp.Piecewise
+And, Or, Xor, Not = sp.And, sp.Or, sp.Xor, sp.Not
 
 #: Relational heads symjac builds, by the Python operator they print as.
 RELATIONALS = {
@@ -141,6 +143,8 @@ def _raw(head: type, args: tuple) -> Basic:
     if head is Add or head is Mul or head is Pow:
         # a slot SymPy's constructors fill (by asking every operand); our nodes are real
         node.is_commutative = True
+    elif head is And or head is Or or head is Xor:
+        node._argset = frozenset(args)  # where SymPy's lattice operations keep their operands
     return node
 
 
@@ -309,10 +313,10 @@ def _ieee(op, a: Basic, b: Basic) -> Basic:
     """Two numbers combined as float64 arithmetic combines them (overflow to
     inf, 0/0 = nan, one rounding), as NumPy would."""
     with np.errstate(all="ignore"):
-        return const(op(np.float64(_number_value(a)), np.float64(_number_value(b))))
+        return const(op(np.float64(number_value(a)), np.float64(number_value(b))))
 
 
-def _number_value(e: Basic) -> float:
+def number_value(e: Basic) -> float:
     if e is sp.oo:
         return math.inf
     if e is NEG_INF:
@@ -367,16 +371,54 @@ def call(head: type, *args: Basic) -> Basic:
     return _node(head, args)
 
 
+_COMPARE = {
+    sp.StrictLessThan: operator.lt, sp.LessThan: operator.le, sp.StrictGreaterThan: operator.gt,
+    sp.GreaterThan: operator.ge, sp.Eq: operator.eq, sp.Ne: operator.ne,
+}
+
+
 def compare(head: type, a: Basic, b: Basic) -> Basic:
-    """A relational node ``a < b`` (etc.); constants compare to ``true/false``."""
+    """A relational node ``a < b`` (etc.); constants compare as float64 values
+    compare, and every comparison with a NaN constant is false but ``!=``."""
+    if a is sp.nan or b is sp.nan:  # whatever the other side (also keeps NaN out of SymPy's sorting)
+        return TRUE if head is sp.Ne else FALSE
     if a.is_Number and b.is_Number:
-        return TRUE if bool(head(a, b)) else FALSE
+        return TRUE if _COMPARE[head](number_value(a), number_value(b)) else FALSE
     return _node(head, (a, b))
 
 
 def logical(head: type, *args: Basic) -> Basic:
-    """``And``/``Or``/``Not`` nodes (built through SymPy, which canonicalises them)."""
-    return head(*args)
+    """``And``/``Or``/``Xor``/``Not`` nodes, constants folded.
+
+    Not built through SymPy's constructors: those turn ``not (a < b)`` into
+    ``a >= b`` and ``(a < b) or (a >= b)`` into ``true``, which NaN makes
+    false (NumPy: ``not (nan < 1)`` is true, ``nan >= 1`` false)."""
+    if head is Not:
+        (p,) = args
+        if p is TRUE or p is FALSE:
+            return FALSE if p is TRUE else TRUE
+        return p.args[0] if isinstance(p, Not) else _node(Not, (p,))
+    if head is Xor:
+        flip = sum(a is TRUE for a in args) % 2 == 1
+        kept = _odd_operands(args)  # p xor p is false
+        node = FALSE if not kept else kept[0] if len(kept) == 1 else _node(Xor, tuple(sp.ordered(kept)))
+        return logical(Not, node) if flip else node
+    absorbing, neutral = (FALSE, TRUE) if head is And else (TRUE, FALSE)
+    if any(a is absorbing for a in args):
+        return absorbing
+    kept = tuple(dict.fromkeys(a for a in args if a is not neutral))  # p and p is p
+    if not kept:
+        return neutral
+    return kept[0] if len(kept) == 1 else _node(head, tuple(sp.ordered(kept)))
+
+
+def _odd_operands(args: Sequence[Basic]) -> tuple:
+    """The operands of a xor that appear an odd number of times (constants left out)."""
+    counts: dict = {}
+    for a in args:
+        if a is not TRUE and a is not FALSE:
+            counts[a] = counts.get(a, 0) + 1
+    return tuple(a for a, n in counts.items() if n % 2)
 
 
 def select(pairs: Sequence[tuple[Basic, Basic]]) -> Basic:

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
+from sympy.codegen.cfunctions import exp2, expm1, hypot, log1p, log2, log10
 
 from . import graph as g
 
@@ -191,10 +191,17 @@ class Op:
             return self.build(*args)
         if self.head in g.RELATIONALS:
             return g.compare(self.head, *args)
+        if self.fold is not None and self.kind != "logic" and all(a.is_Number for a in args):
+            return _fold_numbers(self.fold, args)  # as NumPy computes it (SymPy cannot order NaN in Max)
         return g.call(self.head, *args)
 
     def may_blow_up(self, node) -> bool:
         return self.blows_up(node) if callable(self.blows_up) else self.blows_up
+
+
+def _fold_numbers(fold: Callable, args) -> sp.Basic:
+    with np.errstate(all="ignore"):
+        return g.const(fold(*(np.float64(g.number_value(a)) for a in args)))
 
 
 class NumpyFunction(sp.Function):
@@ -373,6 +380,13 @@ RECORDS: tuple[Op, ...] = (
     Op("log", 1, "natural logarithm", _libm("log"), Call("log"), np.log, sp.log, (np.log,), blows_up=True),
     Op("log1p", 1, "log(1 + a), accurate near 0", _libm("log1p"), Call("log1p"), np.log1p, log1p, (np.log1p,),
        blows_up=True),
+    # (NumPy's own functions, not log(a) / log(2) or 2 ** a: np.log2(8) is exactly 3, and
+    # np.hypot(1e300, 1e300) does not overflow)
+    Op("exp2", 1, "2 ** a (libm exp2)", _libm("exp2"), Call("exp2"), np.exp2, exp2, (np.exp2,), blows_up=True),
+    Op("log2", 1, "base-2 logarithm (libm log2: exact at powers of 2)", _libm("log2"), Call("log2"), np.log2,
+       log2, (np.log2,), blows_up=True),
+    Op("log10", 1, "base-10 logarithm (libm log10: exact at powers of 10)", _libm("log10"), Call("log10"),
+       np.log10, log10, (np.log10,), blows_up=True),
     # ----- trigonometric and hyperbolic -----
     Op("sin", 1, "sine", _libm("sin"), Call("sin"), np.sin, sp.sin, (np.sin,)),
     Op("cos", 1, "cosine", _libm("cos"), Call("cos"), np.cos, sp.cos, (np.cos,)),
@@ -384,6 +398,8 @@ RECORDS: tuple[Op, ...] = (
     Op("arctan", 1, "inverse tangent", _libm("atan"), Call("arctan"), np.arctan, sp.atan, (np.arctan,)),
     Op("arctan2", 2, "angle of the point (b, a): atan2(a, b)", _libm("atan2"), Call("arctan2"), np.arctan2,
        sp.atan2, (np.arctan2,)),
+    Op("hypot", 2, "sqrt(a**2 + b**2) without overflow or underflow (libm hypot)", _libm("hypot"), Call("hypot"),
+       np.hypot, hypot, (np.hypot,), blows_up=True),
     Op("sinh", 1, "hyperbolic sine", _libm("sinh"), Call("sinh"), np.sinh, sp.sinh, (np.sinh,), blows_up=True),
     Op("cosh", 1, "hyperbolic cosine", _libm("cosh"), Call("cosh"), np.cosh, sp.cosh, (np.cosh,), blows_up=True),
     Op("tanh", 1, "hyperbolic tangent", _libm("tanh"), Call("tanh"), np.tanh, sp.tanh, (np.tanh,)),

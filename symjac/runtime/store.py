@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 
@@ -73,6 +74,7 @@ class Root:
 
 
 _ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hashable functions -> Root
+_roots_lock = threading.RLock()  # (Guards may read a user's attributes: re-entrant)
 _BY_ID: dict[int, tuple[weakref.ref, Root]] = {}  # unhashable ones (dataclasses): id -> (ref, Root)
 #: every program held, weakly -> (its table, weakly; its key)
 _LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -83,23 +85,31 @@ generation = 0
 
 
 def root_for(fn: Callable) -> Root:
-    """The Root of ``fn``: shared by every transform of ``fn`` while ``fn`` lives."""
+    """The Root of ``fn``: shared by every transform of ``fn`` while ``fn`` lives
+    (threads making transforms of a new function at once get one Root)."""
     try:
         root = _ROOTS.get(fn)
-        if root is None:
-            root = _ROOTS[fn] = Root(fn)
-        return root
-    except TypeError:  # unhashable, or not weakly referenceable
+        if root is not None:
+            return root
+    except TypeError:  # unhashable
         pass
-    try:
-        entry = _BY_ID.get(id(fn))
-        if entry is not None and entry[0]() is fn:
-            return entry[1]
-        root = Root(fn)
-        _BY_ID[id(fn)] = (weakref.ref(fn, functools.partial(_forget_id, id(fn))), root)
-        return root
-    except TypeError:  # no weak references (__slots__): the caller owns this Root
-        return Root(fn)
+    with _roots_lock:
+        try:
+            root = _ROOTS.get(fn)
+            if root is None:
+                root = _ROOTS[fn] = Root(fn)
+            return root
+        except TypeError:  # unhashable, or not weakly referenceable
+            pass
+        try:
+            entry = _BY_ID.get(id(fn))
+            if entry is not None and entry[0]() is fn:
+                return entry[1]
+            root = Root(fn)
+            _BY_ID[id(fn)] = (weakref.ref(fn, functools.partial(_forget_id, id(fn))), root)
+            return root
+        except TypeError:  # no weak references (__slots__): the caller owns this Root
+            return Root(fn)
 
 
 def _forget_id(key: int, ref: weakref.ref) -> None:

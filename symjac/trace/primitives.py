@@ -4,7 +4,7 @@ A row says how a NumPy callable builds nodes: its name, the callables, its
 kind (the docs' section), the build function and a docs line.  Callables that
 trace straight to one node type are bound by that type's record
 (``ir/ops.py``: its ``numpy`` field) and get their rows from it; the rows
-written here are *composite*: built from node builders (``log2 = log * c``,
+written here are *composite*: built from node builders (``deg2rad = a * (pi / 180)``,
 ``var``, ``clip``, reductions, contractions, structure).  Derivatives are the
 records' business, never a row's.
 
@@ -57,24 +57,18 @@ class Primitive:
 
 # ----- scalar node builders ---------------------------------------------------------
 
-_LOG2 = sp.Float(1 / math.log(2))
-_LOG10 = sp.Float(1 / math.log(10))
 
 
 def _max(a, b):
-    return g.call(sp.Max, a, b)
+    return _ops.BY_HEAD[sp.Max].node(a, b)  # the record folds constants as NumPy (NaN wins)
 
 
 def _min(a, b):
-    return g.call(sp.Min, a, b)
+    return _ops.BY_HEAD[sp.Min].node(a, b)
 
 
 def _where(c, a, b):
     return g.select([(a, truth(c)), (b, g.TRUE)])
-
-
-def _fn(head):
-    return lambda *args: g.call(head, *args)
 
 
 def _float_result(*dtypes):
@@ -355,10 +349,6 @@ TABLE: list[Primitive] = [
     _ufunc("square", np.square, lambda a: g.pow_(a, sp.Integer(2)), "a ** 2"),
     _ufunc("reciprocal", np.reciprocal, lambda a: g.exact_div(g.ONE, a), "1 / a"),
     _ufunc("sqrt", np.sqrt, lambda a: g.pow_(a, g.HALF), "square root (a ** 1/2)"),
-    _ufunc("exp2", np.exp2, lambda a: g.pow_(sp.Integer(2), a), "2 ** a"),
-    _ufunc("log2", np.log2, lambda a: g.mul(g.call(sp.log, a), _LOG2), "base-2 logarithm"),
-    _ufunc("log10", np.log10, lambda a: g.mul(g.call(sp.log, a), _LOG10), "base-10 logarithm"),
-    _ufunc("hypot", np.hypot, lambda a, b: g.pow_(g.add(g.pow_(a, sp.Integer(2)), g.pow_(b, sp.Integer(2))), g.HALF), "sqrt(a**2 + b**2)"),
     Primitive("deg2rad", (np.deg2rad, np.radians), "elementwise", ufunc_builder(np.deg2rad, lambda a: g.exact_mul(a, _DEG)), "degrees to radians"),
     Primitive("rad2deg", (np.rad2deg, np.degrees), "elementwise", ufunc_builder(np.rad2deg, lambda a: g.exact_mul(a, _RAD)), "radians to degrees"),
     # ----- piecewise -----------------------------------------------------------------------

@@ -1,0 +1,99 @@
+"""Large kernel bodies serve quickly compiled code first, then their optimised
+code (issue 10: kernels ready soon after the first call): same bits before
+and after the swap, and only the optimised code reaches the disk cache."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac.backend import native
+from symjac.runtime import dispatch
+
+
+def _body_symbol(compiled) -> str:
+    spec = compiled.kernel.py_func.__globals__["SYMJAC_NATIVE"]
+    return (spec if isinstance(spec, tuple) else spec[0])[0]
+
+
+@pytest.fixture
+def held_optimiser(monkeypatch):
+    """Every body is compiled quickly first; the optimised compile waits for the event."""
+    monkeypatch.setattr(native, "QUICK_LINES", 0)
+    release = threading.Event()
+    original = native.compile_object
+
+    def compile_object(symbol, kind, text, quick=False, source=None):
+        if not quick and kind != "vm":
+            assert release.wait(60), "the test never released the optimiser"
+        return original(symbol, kind, text, quick=quick, source=source)
+
+    monkeypatch.setattr(native, "compile_object", compile_object)
+    yield release
+    release.set()
+    native.settle()
+
+
+def test_quick_code_serves_then_optimised_code_replaces_it_with_the_same_bits(held_optimiser):
+    def f(x):  # (a program no other test compiles: its object code is not in the cache yet)
+        return np.tanh(x * 1.4142871) * np.exp(-x[::-1] * 0.31337) + np.arctan(x) ** 3
+
+    x = np.linspace(-3.0, 3.0, 7)
+    jac = sj.jacobian(f)
+    with sj.compiling("never"):
+        want = jac(x)  # the tape: every tier computes these bits
+    compiled = dispatch.compiled_for(jac.request, (x,))
+    compiled.load_kernel()
+    symbol = _body_symbol(compiled)
+    quick_address = native._slots[symbol].value
+    assert compiled.info().tier == "kernel" and not native.optimised(symbol)
+    assert not native._object_path(symbol).exists()  # quick code is never cached
+    np.testing.assert_array_equal(jac(x), want)
+
+    held_optimiser.set()
+    native.settle()
+    assert native.optimised(symbol)
+    assert native._slots[symbol].value != quick_address
+    assert native._object_path(symbol).exists()
+    np.testing.assert_array_equal(jac(x), want)
+
+
+def test_calls_during_the_swap_return_the_same_bits(held_optimiser):
+    def f(x):
+        return np.sin(x * 2.7182871) * np.cosh(x * 0.5772156) - np.sqrt(x * x + 0.6180339)
+
+    x = np.linspace(-1.0, 2.0, 5)
+    jac = sj.jacobian(f)
+    with sj.compiling("never"):
+        want = jac(x)
+    dispatch.compiled_for(jac.request, (x,)).load_kernel()
+    seen = []
+    stop = threading.Event()
+
+    def caller():
+        while not stop.is_set():
+            seen.append(jac(x))
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    held_optimiser.set()
+    native.settle()
+    stop.set()
+    thread.join()
+    assert seen
+    for got in seen:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_compile_waits_for_the_optimised_code(monkeypatch):
+    monkeypatch.setattr(native, "QUICK_LINES", 0)
+
+    def f(x):
+        return np.log1p(x * x * 1.6021766) * x
+
+    x = np.linspace(0.0, 1.0, 4)
+    jac = sj.jacobian(f)
+    jac.compile(x)
+    compiled = dispatch.compiled_for(jac.request, (x,))
+    assert native.optimised(_body_symbol(compiled))
