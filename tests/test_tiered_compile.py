@@ -97,3 +97,21 @@ def test_compile_waits_for_the_optimised_code(monkeypatch):
     jac.compile(x)
     compiled = dispatch.compiled_for(jac.request, (x,))
     assert native.optimised(_body_symbol(compiled))
+
+
+def test_batch_bodies_swap_too(held_optimiser):
+    def f(x):
+        return np.tanh(x * 0.8660254) * np.exp(x[::-1] * 0.4142136)
+
+    X = np.linspace(-2.0, 2.0, 3 * 21).reshape(21, 3)  # 21 samples: whole vector blocks and a remainder
+    with sj.compiling("never"):
+        want = sj.vmap(sj.jacobian(f))(X)  # the tape
+    batch = sj.vmap(sj.jacobian(f))
+    with sj.compiling("sync"):
+        first = batch(X)
+    assert batch.info(X).tier == "kernel" and native._quick  # served by quick code
+    np.testing.assert_array_equal(first, want)
+    held_optimiser.set()
+    native.settle()
+    assert not native._quick
+    np.testing.assert_array_equal(batch(X), want)

@@ -12,7 +12,9 @@ microseconds per operation.
 :func:`body_ir` writes a kernel body as a whole LLVM module: straight-line
 code, and the loops the reroller finds (index tables as constant globals),
 which compute exactly the operations the straight-line code would, in the
-same order; for a batch, a loop over a range of samples around it.
+same order; for a batch, a loop over a range of samples around it (or, for
+programs that compute more than they write, blocks of samples on vectors:
+``vector.py``).
 :func:`vm_ir` writes the tape interpreter's loop, whose cases are the same
 records emitted through the same helper: kernels and tape give the same bits.
 """
@@ -91,6 +93,15 @@ class TextEmitter:
     def declare(self, name: str, signature: str) -> None:
         self.declarations[name] = signature
 
+    def splat(self, scalar: str) -> str:
+        """A value of the compute type from a scalar (itself here; every lane for vectors)."""
+        return scalar
+
+    def number(self, value: float) -> str:
+        """A constant of the program (``const`` operations), as opposed to the
+        records' own constants (``const``)."""
+        return self.const(value)
+
     # ----- the emitter helper -----
 
     def const(self, value: float) -> str:
@@ -120,6 +131,13 @@ class TextEmitter:
         full = f"llvm.{name}.{'f32' if self.t == 'float' else 'f64'}"
         self.declare(full, f"declare {self.t} @{full}({', '.join([self.t] * len(args))})")
         return self.emit(f"call {self.t} @{full}({', '.join(f'{self.t} {a}' for a in args)})")
+
+    def exp2i(self, k):
+        bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
+        k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
+        k = self.select(self.cmp("<", k, self.const(-bias)), self.const(-bias), k)  # exponent field 0: 0.0
+        exponent = self.emit(f"add {bits} {self.emit(f'fptosi {self.t} {k} to {bits}')}, {bias}")
+        return self.emit(f"bitcast {bits} {self.emit(f'shl {bits} {exponent}, {shift}')} to {self.t}")
 
     def cmp(self, symbol: str, a, b):
         return self.emit(f"fcmp {_PREDICATE[symbol]} {self.t} {a}, {b}")  # != is unordered: true with NaN
@@ -196,8 +214,8 @@ def _index(e: TextEmitter, values: list[int], k: str) -> str:
     return e.lookup(e.table(values, "i64"), len(values), k, "i64")
 
 
-def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True) -> None:
-    """Emit ``program``: every store and constant store."""
+def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True, consts: bool = True) -> None:
+    """Emit ``program``: every store, and the constant stores unless ``consts`` is False."""
     counts = uses(program)
     loops = find_loops(program, counts) if roll else []
     covered = set().union(*(grp.covered for grp in loops)) if loops else set()
@@ -210,7 +228,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         if op == "load":
             values[k] = frame.load(payload[0], str(payload[1]))
         elif op == "const":
-            values[k] = e.const(payload)
+            values[k] = e.number(payload)
         else:
             values[k] = records[op].emit(e, *(values[a] for a in args))
     for pos, (out, flat, value) in enumerate(program.stores):
@@ -219,7 +237,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
     for grp in loops:
         e.loop("0", str(len(grp.outs)), lambda k, grp=grp: _loop_body(e, program, grp, frame, k))
     by_output: dict[int, list] = {}
-    for out, flat, value in program.const_stores:
+    for out, flat, value in program.const_stores if consts else ():
         by_output.setdefault(out, []).append((flat, value))
     for out, items in sorted(by_output.items()):
         if len(items) <= CONST_TABLE:
@@ -229,7 +247,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         idx, val = e.table([f for f, _ in items], "i64"), e.table([v for _, v in items], e.t)
         n = len(items)
         e.loop("0", str(n), lambda k, out=out, idx=idx, val=val, n=n: frame.store(
-            out, e.lookup(idx, n, k, "i64"), e.lookup(val, n, k, e.t)))
+            out, e.lookup(idx, n, k, "i64"), e.splat(e.lookup(val, n, k, e.t))))
 
 
 def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> None:
@@ -241,7 +259,7 @@ def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> N
         operands = []
         for a in args:
             aop, _, apayload = program.ops[a]
-            operands.append(slot[apayload] if aop == "load" else e.const(apayload) if aop == "const" else local[a])
+            operands.append(slot[apayload] if aop == "load" else e.number(apayload) if aop == "const" else local[a])
         local[op_id] = _ops.BY_NAME[op].emit(e, *operands)
     frame.store(grp.output, _index(e, grp.outs, k), local[grp.root])
 
@@ -376,9 +394,11 @@ def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) ->
     Parameters: per input a pointer to its elements (a ``double``/``float``
     value for a scalar input of a single kernel), per output a pointer.  A
     batch body (``layout.batched`` set) also takes ``i64 %start, i64 %stop``
-    and runs the samples in that range: batched inputs and the outputs are
-    indexed from the sample's offset, and every entry of each sample's
-    outputs is written (structural zeros too).
+    and runs the samples in that range one after the other: batched inputs
+    and the outputs are indexed from the sample's offset, and every entry of
+    each sample's outputs is written (structural zeros too).  (Batch bodies
+    whose work is computing rather than writing run blocks of samples on
+    vectors instead: ``vector.batch_body_ir``.)
     """
     ftype = "float" if layout.dtype == np.float32 else "double"
     e = TextEmitter(ftype, symbol)
@@ -397,7 +417,8 @@ def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) ->
 
         def sample(i: str) -> None:
             ins = [(p, e.emit(f"getelementptr inbounds {ftype}, ptr {name}, i64 {e.emit(f'mul i64 {i}, {size}')}"))
-                   if flag else (p, name) for (p, name), flag, size in zip(inputs, batched, layout.in_sizes)]
+                   if flag else (p, name)
+                   for (p, name), flag, size in zip(inputs, batched, layout.in_sizes, strict=True)]
             outs = [e.emit(f"getelementptr inbounds {ftype}, ptr %out{k}, i64 {e.emit(f'mul i64 {i}, {size}')}")
                     for k, size in enumerate(layout.out_sizes)]
             frame = Frame(e, ins, outs)

@@ -23,6 +23,7 @@ import re
 
 from . import native
 from .program import KernelSpec, Program, to_text
+from .vector import block_width
 
 #: a parallel batch is cut into at most this many ranges of samples (one body call each)
 BATCH_PARTS = 256
@@ -86,6 +87,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
             f'    native_call({packed}, "{symbol}")',
         ]
         return "\n".join(lines) + "\n"
+    block = block_width(spec.dtype)
     lines += [
         "from numba import njit, prange",
         "from symjac.backend.native import native_range",
@@ -98,7 +100,9 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
         "    n = out0.shape[0]",
         f"    parts = min(n, {BATCH_PARTS})  # ranges of samples, spread over the threads by prange",
         "    for c in prange(parts):",
-        f'        native_range({packed}, c * n // parts, (c + 1) * n // parts, "{symbol}")',
+        f"        lo = c * n // parts // {block} * {block}  # whole blocks of samples, but for the last part",
+        f"        hi = n if c == parts - 1 else (c + 1) * n // parts // {block} * {block}",
+        f'        native_range({packed}, lo, hi, "{symbol}")',
         "",
         "",
         "@njit(cache=True, nogil=True)",

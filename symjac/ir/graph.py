@@ -546,6 +546,8 @@ def structural_hash(roots: Sequence[Basic], symbol_ids: dict) -> str:
             return f"${symbol_ids[e]}"
         if e.is_Float:
             return f"f{float(e).hex()}"
+        if e.is_Rational:  # (not f"{e}": SymPy's printer costs ~50 µs a number)
+            return f"q{e.p}/{e.q}"
         if e.is_Number or e is TRUE or e is FALSE or e.is_Atom:
             return f"c{e}"
         raise AssertionError(f"unvisited node {e!r}")
