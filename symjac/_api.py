@@ -18,16 +18,18 @@ import numpy as np
 
 from ._errors import ArgumentError, ArityError
 from ._signature import Signature, normalize_argnums
+from .backend import native
 from .diff import products
 from .diff.products import EXTRA, VECTOR, Spec
-from .backend import native
-from .runtime import build, dispatch, layout
+from .runtime import build, dispatch, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
 from .trace.symarray import is_traced
 
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}
+_ndarray = np.ndarray  # (one global lookup on the hot path)
+_ANY_NUMBER = 2**30  # the arity bound of a function taking *args
 
 
 class Transform:
@@ -87,10 +89,11 @@ class Transform:
             except AttributeError:
                 pass
         self.__wrapped__ = fn
+        self._table = self.request.table  # (the hot path reads it first)
         # calls with a number of positional arguments in this range need no
         # binding (defaults left out stay defaults)
         n = self.n_params
-        self._arity = range(self.n_required, (n if n is not None else 1 << 30) + 1)
+        self._arity = range(self.n_required, (n if n is not None else _ANY_NUMBER) + 1)
 
     # ----- signature ---------------------------------------------------------------
 
@@ -133,6 +136,19 @@ class Transform:
     # ----- calling ------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
+        # the shortcut: one array with the shape and dtype of the table's last
+        # such call is that call's key, so its program serves it without the
+        # key and the lookup (after the guard check: a rebound global drops it)
+        table = self._table
+        if table.guards is not None:
+            store.check(table)
+        last = table.last
+        if last is not None and len(args) == 1 and not kwargs:
+            a = args[0]
+            if type(a) is _ndarray and a.shape == last[0] and a.dtype is last[1]:
+                out = last[2].run_one(a)
+                if out is not None:
+                    return out
         if kwargs or len(args) not in self._arity:
             args = self.bind(args, kwargs)
         for a in args:  # fast path: plain arrays and numbers are never traced

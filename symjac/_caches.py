@@ -7,7 +7,7 @@ import dataclasses
 from .backend import compiler as _compile
 from .backend import native
 from .diff import accumulate
-from .runtime import dask, stats, store, warm
+from .runtime import dask, guards, stats, store, warm
 from .runtime.stats import CacheInfo
 from .trace import arrayops
 
@@ -30,7 +30,7 @@ def clear_caches() -> None:
     loaded from their modules), the batch programs of every ``vmap`` (dropped
     on its next call), the chunk programs of Dask workers in this process,
     the derivative templates of SymPy functions, the dtype and ufunc tables
-    of the tracer, and the digest of
+    of the tracer, the guards' reading of functions' code, and the digest of
     symjac's own source that keys the disk cache.  Files on disk stay: the
     next call reloads kernels from them without compiling (``symjac cache
     clear`` empties the disk cache).
@@ -45,6 +45,7 @@ def clear_caches() -> None:
     dask.clear()
     accumulate.clear_templates()
     arrayops.clear_caches()
+    guards.clear_caches()
     warm.fingerprint.cache_clear()
 
 

@@ -80,8 +80,8 @@ class RandomDrawWarning(SymjacWarning, RuntimeWarning):
 
 
 def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
-    """Warn, attributing the warning to the innermost frame outside symjac
-    (the user's line that led here), not to symjac's own files."""
+    """Warn, attributing the warning to the user's line that led here (the
+    innermost frame outside symjac, NumPy and SymPy), not to symjac's files."""
     from ._location import user_stacklevel  # (imports NumPy and SymPy: only when warning)
 
     warnings.warn(message, category, stacklevel=user_stacklevel())

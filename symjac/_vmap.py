@@ -97,6 +97,8 @@ class Batched:
         if isinstance(out_axes, bool) or not isinstance(out_axes, (int, np.integer)):
             raise ArgumentError(f"vmap: out_axes must be an int; got {out_axes!r}.")
         self._request = self.inner.request
+        self._table = self._request.table  # the inner transform's programs
+        self._guards = self._table.guards  # on the globals its function reads (fixed per function; None: none)
         self._plans: dict = {}  # (number of args, keyword names) -> batch axis per bound argument
         self._reset()
         self.__name__ = getattr(fn, "__name__", "fn")
@@ -150,8 +152,8 @@ class Batched:
         return size
 
     def __call__(self, *args, **kwargs):
-        if self._generation != store.generation:
-            self._reset()
+        if self._guards is not None:  # a watched global rebound: the store retires the programs
+            store.check(self._table)
         fast = self._fast
         if fast is not None and len(args) == 1 and not kwargs:
             a = args[0]
@@ -172,6 +174,8 @@ class Batched:
                 _dask.check_known_shapes(args)
                 self._split(args, axes)
                 return _dask.vmap_dask(self._request, args, axes, self.chunk_size, self.out_axes)
+        if self._generation != store.generation:  # programs retired (clear_caches, a rebound global)
+            self._reset()
         key = (call_key(args, self.inner.static_argnums), tuple(axes))
         program = self._entries.get(key)
         if program is None:
@@ -190,8 +194,13 @@ class Batched:
             self._fast = (args[0].shape, args[0].dtype, program)
         results = compiled.shaped(outs, (size,))
         if self.out_axes:
-            results = [np.moveaxis(r, 0, self._out_axis(r.ndim)) for r in results]
+            results = self._move_batch_axis(results)
         return layout.fill(compiled.template, iter(results))
+
+    def _move_batch_axis(self, results: list) -> list:
+        # (a comprehension in __call__ would make ``self`` a closure cell there:
+        # a cell allocated on every call of the hot path)
+        return [np.moveaxis(r, 0, self._out_axis(r.ndim)) for r in results]
 
     def _out_axis(self, ndim: int) -> int:
         """``out_axes`` checked against a result of ``ndim`` axes (the batch axis included)."""

@@ -198,7 +198,7 @@ def test_several_processes_compiling_the_same_kernel_at_once(cache):
     procs = [subprocess.Popen([sys.executable, "-c", _RACE], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
         assert out.strip().splitlines()[-1] == WANT.tobytes().hex()
     assert not list((cache / "kernels").glob(".*.tmp")), "no half-written files are left behind"
@@ -224,6 +224,37 @@ os._exit(0)  # no atexit handlers: only the kernel's parent-death signal can sto
 """
 
 
+def test_threads_making_transforms_of_a_new_function_at_once_share_its_programs(monkeypatch):
+    """Every transform of one function must find the same table of programs,
+    even when threads create the function's first transforms at once (one
+    table each would build the program once per table)."""
+    import time
+
+    from symjac.runtime import store
+
+    real_init = store.Root.__init__
+
+    def slow_init(self, fn):  # gives other threads the time to look the function up too
+        time.sleep(0.02)
+        real_init(self, fn)
+
+    monkeypatch.setattr(store.Root, "__init__", slow_init)
+    f = make_f()
+    barrier = threading.Barrier(4)
+    roots = []
+
+    def make():
+        barrier.wait()
+        roots.append(store.root_for(f))
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(roots) == 4 and all(r is roots[0] for r in roots)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 def test_a_compile_child_does_not_outlive_its_program(cache):
     import time
@@ -237,3 +268,84 @@ def test_a_compile_child_does_not_outlive_its_program(cache):
         time.sleep(0.1)
     alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "symjac.backend.worker" in open(f"/proc/{p}/cmdline").read()]
     assert not alive, f"compile children still running after their parent exited: {alive}"
+
+
+def test_the_compile_child_does_not_import_from_the_working_directory(cache, tmp_path, monkeypatch):
+    """A package planted in a shared working directory must not run in the
+    process that compiles large kernels."""
+    from symjac.runtime import dispatch
+
+    J = sj.jacobian(make_f())
+    with sj.compiling("never"):
+        compiled = dispatch.compiled_for(J.request, (X,))
+    planted = tmp_path / "shared"
+    (planted / "symjac").mkdir(parents=True)
+    marker = tmp_path / "planted-code-ran"
+    (planted / "symjac" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(planted)
+    spec = compiled.spec
+    _compile.compile_in_subprocess(compiled.path, spec.name, [len(s) for _, s in spec.inputs],
+                                   [len(s) for s in spec.outputs], spec.dtype)
+    assert not marker.exists(), "the compile child imported symjac from the working directory"
+    assert _compile.on_disk(compiled.path)
+
+
+def test_a_function_name_is_never_executed(cache, tmp_path):
+    """Names reach generated source only as sanitized identifiers."""
+    marker = tmp_path / "name-code-ran"
+
+    def f(x):
+        return x * 2.0
+
+    f.__name__ = f'f"""\nopen({str(marker)!r}, "w").close()\n"""#'
+    g = sj.grad(lambda x: np.sum(f(x)))
+    np.testing.assert_array_equal(sj.jit(f)(X), X * 2.0)
+    np.testing.assert_array_equal(g(X), np.full(5, 2.0))
+    info = sj.jit(f).info(X)
+    assert info.tier == "kernel" and not marker.exists(), info
+    from symjac.runtime import dispatch
+
+    module = dispatch.compiled_for(sj.jit(f).request, (X,)).module  # the kernel file's text
+    for text in (sj.jit(f).source(X), module):
+        assert "open(" not in text and '"""' not in text
+    assert "def jit_of_f____open" in module
+
+
+def test_a_refused_cache_warns_at_the_callers_line(cache):
+    (cache / "kernels").mkdir(parents=True)
+    os.chmod(cache, 0o777)
+    with pytest.warns(RuntimeWarning, match="not usable") as warned:
+        fresh_call()
+    assert warned[0].filename == __file__
+
+
+_STUBBORN_CHILD = """
+import pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a child that does not stop when asked
+print("ready", flush=True)
+for i in range(100_000):
+    (pathlib.Path(sys.argv[1]) / f"{i}.tmp").write_text("x")
+    time.sleep(0.001)
+"""
+
+
+def test_the_fallback_cache_is_removed_after_its_compile_children_stop(tmp_path, monkeypatch):
+    """At exit a compile child still writing into the private fallback cache
+    is stopped (killed if it ignores SIGTERM) before the directory goes, so
+    no directory is left behind in $TMPDIR."""
+    private = tmp_path / "symjac-cache-test"
+    private.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", _STUBBORN_CHILD, str(private)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        monkeypatch.setattr(_compile, "_children", {child})
+        monkeypatch.setattr(_compile, "CHILD_EXIT_WAIT", 0.2)
+        monkeypatch.setattr(_compile, "_exiting", False)  # both restored after: the exit handler sets them
+        monkeypatch.setattr(_compile, "_removed", False)
+        _compile._remove_fallback(private)
+        assert child.poll() is not None, "the compile child was not stopped"
+        assert not private.exists()
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()

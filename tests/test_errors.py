@@ -80,6 +80,30 @@ def test_argnums_out_of_range_or_malformed():
         sj.grad(lambda x, n: x, argnums=1, static_argnums=1)
 
 
+def test_empty_argnums_says_what_to_give():
+    with pytest.raises(sj.ArgumentError, match="selects no argument") as info:
+        sj.jacobian(lambda x: x, argnums=())
+    assert "sj.jit" in str(info.value)
+
+
+def test_vmap_axes_out_of_range_are_symjac_errors():
+    f = sj.vmap(sj.jacobian(lambda x: x ** 2), in_axes=2)
+    with pytest.raises(sj.ShapeError, match="in_axes=2 for argument 0 of shape \\(3, 4\\)"):
+        f(np.ones((3, 4)))
+    g = sj.vmap(sj.jacobian(lambda x: x ** 2), out_axes=3)
+    with pytest.raises(sj.ShapeError, match="out_axes=3 is out of range for a result with 3 axes"):
+        g(np.ones((3, 4)))
+    with pytest.raises(sj.ArgumentError, match="out_axes must be an int"):
+        sj.vmap(lambda x: x, out_axes=None)
+
+
+def test_sparse_on_a_vector_product_is_an_argument_error():
+    with pytest.raises(sj.ArgumentError, match="sparse=True .* apply to sj.jacobian and sj.hessian"):
+        sj.vjp(lambda x: x ** 2, sparse=True)
+    with pytest.raises(sj.ArgumentError, match="takes no option 'argnum'"):
+        sj.jacobian(lambda x: x, argnum=1)
+
+
 def test_non_numeric_and_complex_inputs():
     with pytest.raises(sj.InputTypeError) as info:
         sj.jit(lambda x, mode: x)(X, "fast")
@@ -89,8 +113,12 @@ def test_non_numeric_and_complex_inputs():
 
 
 def test_unhashable_static_argument():
-    with pytest.raises(sj.ArgumentError, match="hashable"):
+    with pytest.raises(sj.ArgumentError, match="hashable") as info:
         sj.jit(lambda x, opts: x, static_argnums=1)(X, {"a": 1})
+    assert "got a dict" in str(info.value) and "instead of a dict" in str(info.value)
+    with pytest.raises(sj.ArgumentError, match="got a list inside a tuple") as info:
+        sj.jit(lambda x, opts: x, static_argnums=1)(X, ("mode", [1, 2]))
+    assert "instead of a list" in str(info.value)
 
 
 def test_unsupported_numpy_function_is_named():

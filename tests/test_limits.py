@@ -3,6 +3,8 @@ clear error before the work; in-memory kernels are evicted past a limit;
 memory stays flat over millions of calls."""
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -12,6 +14,7 @@ import symjac as sj
 from symjac import _config
 from symjac.ir import graph as _graph
 from symjac.runtime import batch as _batch
+from symjac.runtime import memory
 
 
 @pytest.fixture()
@@ -99,10 +102,74 @@ def test_programs_in_memory_are_evicted_least_recently_used(limits):
 
 
 def test_a_batch_that_cannot_fit_is_refused_before_allocating(limits, monkeypatch):
-    monkeypatch.setattr(_batch, "_available_memory", lambda: 10_000)
+    monkeypatch.setattr(_batch.memory, "available", lambda: _batch.memory.Available(10_000, "a test"))
     monkeypatch.setattr(_batch, "CHECKED_BYTES", 0)  # check even this small request
     with pytest.raises(sj.ResourceLimitError, match="GB for its outputs"):
         sj.vmap(sj.jacobian(lambda x: np.sin(x)))(np.ones((1000, 4)))
+
+
+_UNDER_ULIMIT = """
+import resource, numpy as np, symjac as sj
+from symjac.runtime import memory
+sj.set_compile_mode("never")
+V = sj.vmap(lambda x: np.outer(x, x))  # 20 kB of output a sample
+V(np.ones((2, 50)))
+with open("/proc/self/status") as f:
+    size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
+resource.setrlimit(resource.RLIMIT_AS, (size + 2**30, resource.RLIM_INFINITY))  # ulimit -v: 1 GB more
+try:
+    V(np.ones((200_000, 50)))  # 4 GB of outputs
+except sj.ResourceLimitError as exc:
+    print("refused:", exc)
+except MemoryError as exc:
+    print("allocator:", type(exc).__name__)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_vmap_honours_the_process_memory_limit():
+    run = subprocess.run([sys.executable, "-c", _UNDER_ULIMIT], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("refused:") and "RLIMIT_AS" in run.stdout, run.stdout
+
+
+def _fake_proc(tmp_path, cgroup_line: str):
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "cgroup").write_text(cgroup_line + "\n")
+    (proc / "self" / "status").write_text("VmSize:\t1000 kB\nVmData:\t500 kB\n")
+    (proc / "meminfo").write_text("MemTotal: 64000000 kB\nMemAvailable:   32000000 kB\n")
+    return proc
+
+
+def test_the_cgroup_v2_limit_counts_and_the_tightest_ancestor_wins(tmp_path):
+    proc = _fake_proc(tmp_path, "0::/jobs/job1")
+    root = tmp_path / "cgroup"
+    leaf = root / "jobs" / "job1"
+    leaf.mkdir(parents=True)
+    (leaf / "memory.max").write_text("max\n")  # no limit of its own
+    (leaf / "memory.current").write_text("100\n")
+    (root / "jobs" / "memory.max").write_text(f"{2 * 2**30}\n")
+    (root / "jobs" / "memory.current").write_text(f"{2**30}\n")
+    found = memory.available(proc, root)
+    assert found.bytes == 2**30 and "jobs/memory.max" in found.reason
+
+
+def test_the_cgroup_v1_memory_controller_limit_counts(tmp_path):
+    proc = _fake_proc(tmp_path, "4:memory:/batch/7\n3:cpuset:/")
+    group = tmp_path / "cgroup" / "memory" / "batch" / "7"
+    group.mkdir(parents=True)
+    (group / "memory.limit_in_bytes").write_text(f"{3 * 2**30}\n")
+    (group / "memory.usage_in_bytes").write_text(f"{2**30}\n")
+    (tmp_path / "cgroup" / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # no limit
+    found = memory.available(proc, tmp_path / "cgroup")
+    assert found.bytes == 2 * 2**30 and "limit_in_bytes" in found.reason
+
+
+def test_without_limits_the_available_memory_is_the_systems(tmp_path):
+    proc = _fake_proc(tmp_path, "0::/")
+    found = memory.available(proc, tmp_path / "nothing")
+    assert found.bytes == 32000000 * 1024 and "system" in found.reason
 
 
 def test_limits_are_validated():

@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import gc
 import hashlib
+import json
 import os
 import queue
 import shutil
@@ -21,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import types
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -115,10 +118,31 @@ def _configured_root() -> Path:
 def _fallback() -> Path:
     """This process's private temporary cache root (removed when it exits)."""
     global _fallback_root
+    if _removed:  # a thread still at work after the exit handler: never leave a new directory behind
+        raise CacheWriteError("symjac's temporary cache was removed at exit")
     if _fallback_root is None or not _private_dir(_fallback_root):
         _fallback_root = Path(tempfile.mkdtemp(prefix="symjac-cache-"))
-        atexit.register(shutil.rmtree, _fallback_root, ignore_errors=True)
+        atexit.register(_remove_fallback, _fallback_root)
     return _fallback_root
+
+
+def _remove_fallback(path: Path) -> None:
+    """At exit: stop the compile children and let the background threads
+    (compile queue, tape preload, native's optimiser) finish writing into
+    ``path`` -- for at most ``CHILD_EXIT_WAIT`` seconds -- then remove it.
+    (Removing it under a running thread would let it be created again, and
+    left behind.)"""
+    global _exiting, _removed
+    _exiting = True  # queued work is dropped, not started
+    _stop_children()
+    deadline = time.monotonic() + CHILD_EXIT_WAIT
+    for thread in list(_threads):
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    while any(q.unfinished_tasks for q in (_jobs, *_queues)) and time.monotonic() < deadline:
+        time.sleep(_EXIT_POLL)
+    _removed = True
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def cache_root() -> Path:
@@ -308,10 +332,39 @@ SYNC_OPS = 500
 SUBPROCESS_OPS = 100_000
 #: seconds a compile child may take before it is killed
 CHILD_TIMEOUT = 3600
+CHILD_EXIT_WAIT = 5  # seconds a terminated compile child gets to exit before it is killed
+_STDERR_TAIL = 2000  # characters of a failed child's error output quoted in the CompileError
+
+_EXIT_POLL = 0.01  # seconds between checks for the compile queue to drain at exit
 
 _jobs: queue.Queue = queue.Queue()
 _worker: threading.Thread | None = None
 _worker_lock = threading.Lock()
+_threads: weakref.WeakSet = weakref.WeakSet()  # other background threads writing to the cache
+_queues: list[queue.Queue] = []  # other work queues writing to the cache (native's optimiser)
+_exiting = False  # set by the exit handler: background work is dropped
+_removed = False  # the private fallback cache is gone (at exit)
+
+
+def exiting() -> bool:
+    """True once the process is exiting: background work should stop."""
+    return _exiting
+
+
+def drained_at_exit(work: queue.Queue) -> queue.Queue:
+    """Register a queue of background work that writes to the cache: the exit
+    handler waits (briefly) for its tasks before removing a temporary cache."""
+    _queues.append(work)
+    return work
+
+
+def background(target, *args, name: str) -> threading.Thread:
+    """Start ``target(*args)`` on a daemon thread that writes to the cache (the
+    tape interpreter's loads); the exit handler waits for it."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    _threads.add(thread)
+    thread.start()
+    return thread
 
 
 def submit(job) -> None:
@@ -328,8 +381,9 @@ def _work() -> None:
     while True:
         job = _jobs.get()
         try:
-            with _collector_paused():
-                job()
+            if not _exiting:
+                with _collector_paused():
+                    job()
         finally:
             _jobs.task_done()
 
@@ -383,23 +437,52 @@ def _die_with_parent() -> None:
 def _stop_children() -> None:
     for child in list(_children):
         child.terminate()
+    for child in list(_children):
+        try:
+            child.wait(timeout=CHILD_EXIT_WAIT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            try:
+                child.wait(timeout=CHILD_EXIT_WAIT)  # dead, not just signalled, before its directory goes
+            except subprocess.TimeoutExpired:
+                pass
 
 
 atexit.register(_stop_children)
 
 
+#: The compile child's first lines: it imports symjac from where this process
+#: did, with Python's isolated mode (-I: no current directory, PYTHON*
+#: variables or user site on sys.path), so nothing planted in the working
+#: directory can run in it.
+_CHILD_BOOT = (
+    "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); del sys.argv[1]; "
+    "from symjac.backend.worker import main; raise SystemExit(main(sys.argv[1:]))"
+)
+
+
+def _child_path() -> str:
+    """sys.path for the compile child: symjac's own location first, then this
+    process's absolute entries (relative ones, such as '' for the current
+    directory, are dropped)."""
+    here = str(Path(__file__).resolve().parents[2])
+    return json.dumps([here] + [p for p in sys.path if p and os.path.isabs(p) and p != here])
+
+
 def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> None:
     """Compile in a child process; it leaves the machine code in Numba's disk cache.
 
-    The child ends with its parent (on exit, or killed), so it never keeps a
-    core busy for a program that is gone.
+    The child runs isolated (see ``_CHILD_BOOT``) in the cache directory, and
+    ends with its parent (on exit, or killed), so it never keeps a core busy
+    for a program that is gone.
     """
     cmd = [
-        sys.executable, "-m", "symjac.backend.worker", str(path), name,
+        sys.executable, "-I", "-c", _CHILD_BOOT, _child_path(), str(path), name,
         np.dtype(dtype).name, ",".join(map(str, in_ndims)), ",".join(map(str, out_ndims)),
     ]
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec,
+                             cwd=path.parent)
     _children.add(child)
     try:
         _, stderr = child.communicate(timeout=CHILD_TIMEOUT)
@@ -409,4 +492,4 @@ def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> 
     finally:
         _children.discard(child)
     if child.returncode != 0:
-        raise CompileError(f"background compile of {path.name} failed:\n{stderr[-2000:]}")
+        raise CompileError(f"background compile of {path.name} failed:\n{stderr[-_STDERR_TAIL:]}")

@@ -94,8 +94,8 @@ class Tape:
             else:
                 arity = _ops.BY_NAME[name].arity
                 ops.append((name, (a, b, c)[:arity], None))
-        stores = [(*split(out_off, i), int(v)) for i, v in zip(self.store_idx.tolist(), self.store_val.tolist())]
-        consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist())]
+        stores = [(*split(out_off, i), int(v)) for i, v in zip(self.store_idx.tolist(), self.store_val.tolist(), strict=True)]
+        consts = [(*split(out_off, i), float(v)) for i, v in zip(self.const_idx.tolist(), self.const_val.tolist(), strict=True)]
         return Program(ops, stores, consts)
 
     def for_batch(self, in_sizes: list[int], batched: list[bool]) -> Tape:
@@ -103,7 +103,7 @@ class Tape:
         from the row (in order), the others from the shared buffer."""
         offsets = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
         new_off, counts = [], [0, 0]
-        for size, is_batched in zip(in_sizes, batched):
+        for size, is_batched in zip(in_sizes, batched, strict=True):
             new_off.append((is_batched, counts[0] if is_batched else counts[1]))
             counts[0 if is_batched else 1] += size
         code = self.code.copy()
@@ -220,7 +220,7 @@ def _loaded(name: str, dtype):
             start = key not in _loading
             _loading.add(key)
         if start:
-            threading.Thread(target=_quietly, args=(name, dtype), name="symjac-tape-load", daemon=True).start()
+            _compile.background(_quietly, name, dtype, name="symjac-tape-load")
     return fn
 
 
@@ -271,8 +271,7 @@ def start_preload() -> None:
         except Exception:  # the first real call will report any problem
             pass
 
-    _preload = threading.Thread(target=work, name="symjac-preload", daemon=True)
-    _preload.start()
+    _preload = _compile.background(work, name="symjac-preload")
     atexit.register(_preload.join, 5.0)  # never tear the interpreter down mid-compile
 
 

@@ -8,8 +8,6 @@ the batched function would be.  The loop runs inside the kernel (both cores,
 
 from __future__ import annotations
 
-import os
-
 import numba
 import numpy as np
 
@@ -17,9 +15,10 @@ from .._errors import ResourceLimitError
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
 from ..backend import native
-from . import stats
+from . import memory
 from .kernel import Kernel
 from .program import Compiled, check_integers
+from .stats import STATS
 
 #: batch size x program operations above which the batch loop runs on all threads
 PARALLEL_WORK = 200_000
@@ -28,37 +27,22 @@ SERIAL_FRACTION = 10
 #: rows per tape-interpreter chunk (bounds the gathered-input workspace)
 TAPE_CHUNK = 8192
 #: batch outputs smaller than this are not checked against available memory
-#: (reading /proc/meminfo costs ~50 µs: only for big requests)
+#: (reading the limits costs ~50 µs: only for big requests)
 CHECKED_BYTES = 256 * 2**20
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to allocate now (Linux, macOS), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _check_memory(size: int, per_sample: int) -> None:
     """Refuse, before allocating, a batch whose outputs (``per_sample`` bytes a
-    sample) cannot fit in memory."""
+    sample) cannot fit in the memory this process may still use."""
     need = size * per_sample
     if need < CHECKED_BYTES:
         return
-    available = _available_memory()
-    if available is not None and need > available:
+    available = memory.available()
+    if available is not None and need > available.bytes:
         raise ResourceLimitError(
             f"vmap over {size:,} samples needs {need / 1e9:.1f} GB for its outputs "
-            f"({per_sample:,} bytes a sample) but only {available / 1e9:.1f} GB of memory are "
-            "available. Process the batch in slices (e.g. a loop over X[i:i + n]), reduce the "
+            f"({per_sample:,} bytes a sample) but only {available.bytes / 1e9:.1f} GB can be allocated "
+            f"({available.reason}). Process the batch in slices (e.g. a loop over X[i:i + n]), reduce the "
             "outputs inside the function, or use a dask array to spread it over workers."
         )
 
@@ -68,6 +52,7 @@ class BatchProgram(Kernel):
 
     def __init__(self, compiled: Compiled, batched: list[bool]):
         self.compiled = compiled
+        compiled.batches.add(self)
         self.batched = batched
         sizes = [int(np.prod(s)) for s in compiled.in_shapes]
         self.tape = compiled.tape.for_batch(sizes, batched)
@@ -131,6 +116,10 @@ class BatchProgram(Kernel):
         dispatcher.disable_compile()
         self._threaded = dispatcher
 
+    def retire(self) -> None:
+        super().retire()
+        self._threaded = False  # nor the parallel loop (run checks self.kernel first anyway)
+
     @property
     def dtype(self) -> np.dtype:
         return self.compiled.dtype
@@ -180,7 +169,7 @@ class BatchProgram(Kernel):
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
         if kernel is not None:
-            stats.STATS.kernel_calls += 1
+            STATS.kernel_calls += 1
             if self._parallel(outs[0].shape[0]):
                 if self._threaded:
                     kernel = self._threaded
@@ -188,7 +177,7 @@ class BatchProgram(Kernel):
                     self._want_threads()
             kernel(*part, *outs)
             return
-        stats.STATS.tape_calls += 1
+        STATS.tape_calls += 1
         n = outs[0].shape[0]
         rows = [p.reshape(n, -1) for p, b in zip(part, self.batched, strict=True) if b]
         batched = np.concatenate(rows, axis=1) if len(rows) > 1 else rows[0] if rows else np.zeros((n, 0), self.compiled.dtype)

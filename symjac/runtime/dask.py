@@ -28,6 +28,7 @@ from .request import Request
 
 _PROGRAMS: dict = {}  # ChunkProgram.key -> BatchProgram, per worker process
 _PROGRAMS_LOCK = threading.Lock()
+_KEY_BYTES = 16  # of a chunk program's content digest
 
 
 def clear() -> None:
@@ -59,7 +60,7 @@ class ChunkProgram:
         self.spec = compiled.spec  # names and title of the kernels, made by this process
         self.batched = list(batched)
         self.chunk_size = chunk_size
-        h = hashlib.blake2b(digest_size=16)
+        h = hashlib.blake2b(digest_size=_KEY_BYTES)
         h.update(json.dumps([self.meta, self.batched, repr(self.spec)]).encode())
         for name in sorted(self.arrays):
             h.update(np.ascontiguousarray(self.arrays[name]).tobytes())

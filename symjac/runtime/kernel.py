@@ -72,13 +72,14 @@ class Kernel:
         self.state = "tape-only"
         self.compile_seconds: float | None = None
         self.error = error
+        self.retired = False  # dropped from the store as stale: never to serve again
         self._lock = threading.Lock()
 
     def load_kernel(self) -> None:
         """Compile (or load from disk) the kernel now; no-op once loaded or
         when there is no file (the tape then serves every call)."""
         with self._lock:
-            if self.kernel is not None or self.path is None:
+            if self.kernel is not None or self.path is None or self.retired:
                 return
             in_nd, out_nd = self._ndims
             try:
@@ -104,6 +105,15 @@ class Kernel:
             self.kernels = tuple(kernels)
             self.kernel = kernels[0]
             self.state = "ready"
+
+    def retire(self) -> None:
+        """Stop serving: the program was built from values that changed, or the
+        caches were cleared.  Holders that skip the store on their hot path
+        (vmap's batch programs) see ``kernel`` turn None and take their
+        checked path, which drops them."""
+        with self._lock:
+            self.retired = True
+            self.kernel, self.kernels = None, ()
 
     def start_background(self) -> None:
         self.state = "compiling"

@@ -7,6 +7,7 @@ in the same order, so they return the same bits.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,8 +17,12 @@ from .._errors import ArgumentError
 from ..backend import codegen as _codegen
 from ..backend import tape as _tape
 from ..diff.blocks import Offsets
-from . import layout, stats
+from . import layout
 from .kernel import Kernel
+from .stats import STATS
+from .store import clock
+
+_zeros = np.zeros  # (one global lookup on the hot path)
 
 
 class Compiled(Kernel):
@@ -43,6 +48,7 @@ class Compiled(Kernel):
         self.tape = tape
         self.n_ops = tape.n_ops
         self.last_used = 0
+        self.batches: weakref.WeakSet = weakref.WeakSet()  # batch programs built on this one
         super().__init__(path, (spec.name,), [len(s) for _, s in spec.inputs], [len(s) for s in spec.outputs],
                          error=error, out_of_process=True)
         # the common case gets a short call path: array arguments that need no
@@ -58,6 +64,8 @@ class Compiled(Kernel):
         # (~50 µs) before refusing them, so they are converted up front
         self._scalar_args = [i for i, is_array in self._arg_index if not is_array]
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
+        # one array argument, taken by the kernel as it is: run_one's case
+        self.one_array = self._fast and self._single == 0 and not self._scalar_args
         self.int_limit: int | None = None
         self._int_args: list[int] = []
 
@@ -67,7 +75,12 @@ class Compiled(Kernel):
         self.int_limit = limit
         self._int_args = [] if limit is None else list(positions)
         if self._int_args:
-            self._fast = False  # the general path checks them
+            self._fast = self.one_array = False  # the general path checks them
+
+    def retire(self) -> None:
+        super().retire()
+        for batch in list(self.batches):
+            batch.retire()
 
     @property
     def program(self) -> _codegen.Program:
@@ -109,11 +122,40 @@ class Compiled(Kernel):
                     kernel(*[args[i] for i, _ in self._arg_index], out)
             except TypeError:  # another layout, dtype, read-only, a list...: convert
                 kernel(*self._converted(args), out)
-            stats.STATS.kernel_calls += 1
+            STATS.kernel_calls += 1
             if self.template is not None:
                 return self.template.wrap(out)
             return out if self.out_shapes[0] else out[0]
         return self._call(args)
+
+    def serves_one(self, a) -> bool:
+        """True if :meth:`run_one` serves this program's calls with the one
+        argument ``a``: a C-contiguous array in the compute dtype, one output,
+        nothing to check or convert, and the kernel ready."""
+        return (
+            self.one_array and self.kernel is not None
+            and type(a) is np.ndarray and a.dtype == self.dtype and a.flags.c_contiguous
+        )
+
+    def run_one(self, a: np.ndarray):
+        """``self((a,))`` for one array of the shape and dtype this program was
+        built for (the caller compared them; see :meth:`serves_one`), straight
+        to the kernel; None when the general path must run (the kernel is not
+        ready, or was retired)."""
+        kernel = self.kernel
+        if kernel is None:
+            return None
+        out = _zeros(self._out_shape, self.dtype)
+        try:
+            kernel(a, out)  # Numba checks the argument's type itself (compiling is disabled)
+        except TypeError:  # read-only or strided (the same key): converted, as __call__ does
+            kernel(*self._converted((a,)), out)
+        STATS.hits += 1
+        STATS.kernel_calls += 1
+        self.last_used = next(clock)
+        if self.template is not None:
+            return self.template.wrap(out)
+        return out if self.out_shapes[0] else out[0]
 
     def _converted(self, args: Sequence) -> list:
         """The kernel's inputs as exactly the types it was compiled for."""
@@ -143,12 +185,12 @@ class Compiled(Kernel):
             inputs.append(arr)
         kernel = self.kernel
         if kernel is not None:
-            stats.STATS.kernel_calls += 1
+            STATS.kernel_calls += 1
             outs = [np.zeros(s or (1,), dtype=dtype) for s in self.out_shapes]
             kernel(*(dtype.type(a[0]) if s == () else a if a.flags.writeable else a.copy()
                      for a, s in zip(inputs, self.spec_shapes, strict=True)), *outs)
         else:
-            stats.STATS.tape_calls += 1
+            STATS.tape_calls += 1
             flat = (
                 inputs[0].reshape(-1) if len(inputs) == 1
                 else np.concatenate([a.reshape(-1) for a in inputs]) if inputs

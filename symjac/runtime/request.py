@@ -20,6 +20,9 @@ from ..diff.products import VECTOR, Spec
 from . import store
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+#: kernel names are cut to this length: Numba's cache files are named after
+#: the module and the function, and file names have a length limit (255)
+MAX_NAME = 64
 
 
 def identifier(text: str, fallback: str) -> str:
@@ -59,7 +62,7 @@ class Request:
         title = base
         for s in reversed(self.products):
             title = f"{s.kind}{'' if s.kind == 'jit' else f' (argnums={s.argnums if s.tuple_argnums else s.argnums[0]})'} of {title}"
-        object.__setattr__(self, "kernel_base", "_of_".join(kinds + [base]))
+        object.__setattr__(self, "kernel_base", "_of_".join(kinds + [base])[:MAX_NAME].rstrip("_"))
         object.__setattr__(self, "title", title)
         object.__setattr__(self, "table", store.root_for(self.root).table(self.chain))
 

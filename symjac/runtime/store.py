@@ -2,7 +2,8 @@
 
 Each user function (the *root* of a transform) has a :class:`Root`: one
 :class:`KernelTable` per chain of products (``jacobian``, ``grad`` of it, ...)
-mapping call keys to programs.  Roots are held weakly
+mapping call keys to programs, and the :class:`~.guards.Guards` on the
+values the function reads from globals and closures.  Roots are held weakly
 by the function: dropping the function frees its programs.  Functions that
 cannot be weakly referenced (``__slots__`` objects) get a Root owned by the
 transform that asked, never one found by ``id()``.
@@ -16,68 +17,120 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 
 from .. import _config
 from . import stats
+from .guards import Guards
 
 
 class KernelTable(dict):
-    """The programs of one root function and chain of products, by call key."""
+    """The programs of one root function and chain of products, by call key.
 
-    __slots__ = ("__weakref__",)
+    ``last`` is the entry of the last call with one C-contiguous array in the
+    compute dtype, ``(shape, dtype, program)``: calls with an array of the
+    same shape and dtype (the same key) skip the key and the lookup
+    (``Transform.__call__``).  It goes whenever its program leaves the table.
+    """
+
+    __slots__ = ("guards", "epoch", "last", "__weakref__")
+
+    def __init__(self, guards: Guards | None):
+        super().__init__()
+        self.guards = guards  # shared by every table of the root; None if it reads nothing
+        self.epoch = guards.epoch if guards is not None else 0  # the guards' epoch the entries were built in
+        self.last: tuple | None = None
+
+
+class GuardedTable(KernelTable):
+    """The table of a function that reads globals or closure variables: every
+    lookup first drops programs built from values that have since changed.
+    (A subclass, so that tables of functions without guards pay nothing.)"""
+
+    __slots__ = ()
+
+    def get(self, key, default=None):
+        check(self)
+        return dict.get(self, key, default)
 
 
 class Root:
     """What the store keeps for one user function."""
 
-    __slots__ = ("tables", "__weakref__")
+    __slots__ = ("tables", "guards", "__weakref__")
 
     def __init__(self, fn: Callable):
+        guards = Guards(fn)
+        self.guards = guards if guards else None
         self.tables: dict[tuple, KernelTable] = {}
 
     def table(self, chain: tuple) -> KernelTable:
         table = self.tables.get(chain)
         if table is None:
-            table = self.tables[chain] = KernelTable()
+            table = self.tables[chain] = (KernelTable if self.guards is None else GuardedTable)(self.guards)
         return table
 
 
 _ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hashable functions -> Root
+_roots_lock = threading.RLock()  # (Guards may read a user's attributes: re-entrant)
 _BY_ID: dict[int, tuple[weakref.ref, Root]] = {}  # unhashable ones (dataclasses): id -> (ref, Root)
 #: every program held, weakly -> (its table, weakly; its key)
 _LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 clock = itertools.count()  #: the order of uses: programs record it as last_used
-#: bumped whenever programs are dropped wholesale (clear_caches), so caches
-#: outside the store (vmap's) know to drop theirs
+#: bumped whenever programs are dropped wholesale (clear_caches, a watched
+#: global changed), so caches outside the store (vmap's) know to drop theirs
 generation = 0
 
 
 def root_for(fn: Callable) -> Root:
-    """The Root of ``fn``: shared by every transform of ``fn`` while ``fn`` lives."""
+    """The Root of ``fn``: shared by every transform of ``fn`` while ``fn`` lives
+    (threads making transforms of a new function at once get one Root)."""
     try:
         root = _ROOTS.get(fn)
-        if root is None:
-            root = _ROOTS[fn] = Root(fn)
-        return root
-    except TypeError:  # unhashable, or not weakly referenceable
+        if root is not None:
+            return root
+    except TypeError:  # unhashable
         pass
-    try:
-        entry = _BY_ID.get(id(fn))
-        if entry is not None and entry[0]() is fn:
-            return entry[1]
-        root = Root(fn)
-        _BY_ID[id(fn)] = (weakref.ref(fn, functools.partial(_forget_id, id(fn))), root)
-        return root
-    except TypeError:  # no weak references (__slots__): the caller owns this Root
-        return Root(fn)
+    with _roots_lock:
+        try:
+            root = _ROOTS.get(fn)
+            if root is None:
+                root = _ROOTS[fn] = Root(fn)
+            return root
+        except TypeError:  # unhashable, or not weakly referenceable
+            pass
+        try:
+            entry = _BY_ID.get(id(fn))
+            if entry is not None and entry[0]() is fn:
+                return entry[1]
+            root = Root(fn)
+            _BY_ID[id(fn)] = (weakref.ref(fn, functools.partial(_forget_id, id(fn))), root)
+            return root
+        except TypeError:  # no weak references (__slots__): the caller owns this Root
+            return Root(fn)
 
 
 def _forget_id(key: int, ref: weakref.ref) -> None:
     entry = _BY_ID.get(key)
     if entry is not None and entry[0] is ref:
         del _BY_ID[key]
+
+
+def check(table: KernelTable) -> None:
+    """Drop ``table``'s programs if a value its function reads has changed
+    since they were built (see :mod:`.guards`)."""
+    guards = table.guards
+    if guards.changed():
+        guards.epoch += 1
+        _bump()
+    if table.epoch != guards.epoch:
+        table.last = None
+        for program in table.values():
+            program.retire()
+        table.clear()
+        table.epoch = guards.epoch
 
 
 def _bump() -> None:
@@ -101,8 +154,10 @@ def insert(table: KernelTable, key, program) -> None:
 
 def _drop(program, table_ref, key) -> None:
     table = table_ref()
-    if table is not None and table.get(key) is program:
+    if table is not None and dict.get(table, key) is program:  # (no guard check: just this entry)
         del table[key]
+        if table.last is not None and table.last[2] is program:
+            table.last = None
     _LIVE.pop(program, None)
 
 
@@ -115,6 +170,7 @@ def clear() -> None:
     """Drop every program held in memory (every table, every transform's)."""
     for program, (table_ref, key) in list(_LIVE.items()):
         _drop(program, table_ref, key)
+        program.retire()
     for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
         del sys.modules[name]
     _bump()

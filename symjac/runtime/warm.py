@@ -45,6 +45,7 @@ from . import layout
 from .program import Compiled
 
 FORMAT = 2
+_DIGEST_BYTES = 16  # of entry keys, checksums and the source fingerprint
 _TAPE_ARRAYS = ("code", "consts", "store_idx", "store_val", "const_idx", "const_val")
 _DIGEST = re.compile(r"[0-9a-f]{16}")
 _FLOAT_DTYPES = ("<f4", "<f8")
@@ -56,7 +57,7 @@ def fingerprint() -> str:
     change to how programs are built invalidates old entries."""
     import numba
 
-    h = hashlib.blake2b(digest_size=16)
+    h = hashlib.blake2b(digest_size=_DIGEST_BYTES)
     h.update(f"{FORMAT} {np.__version__} {numba.__version__}".encode())
     here = Path(__file__).parent.parent  # the whole symjac package, subpackages included
     for path in sorted(here.rglob("*.py")):
@@ -84,7 +85,7 @@ def key(request, parts, traced) -> str | None:
         [[list(s.shape), s.dtype.str] for s in parts.specs], parts.parameters,
         [[list(a.shape), a.dtype.str] for a in traced.arrays], traced.single, parts.dtype.str,
     ])
-    return hashlib.blake2b(material.encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(material.encode(), digest_size=_DIGEST_BYTES).hexdigest()
 
 
 # ----- the payload: a program as plain data ------------------------------------------------
@@ -165,7 +166,7 @@ def payload_dtype(meta: dict) -> np.dtype:
 
 
 def _checksum(entry_key: str, meta: dict, arrays: dict) -> str:
-    h = hashlib.blake2b(digest_size=16)
+    h = hashlib.blake2b(digest_size=_DIGEST_BYTES)
     h.update(entry_key.encode())
     h.update(json.dumps({k: v for k, v in meta.items() if k != "check"}, sort_keys=True).encode())
     for name in sorted(arrays):

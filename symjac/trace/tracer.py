@@ -8,7 +8,6 @@ so that symbolic results read naturally.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -19,8 +18,6 @@ from .._errors import InputTypeError, TracerConversionError
 from ..ir import graph as g
 from . import namespace, substitutes
 from .symarray import SymArray, from_object_array, is_traced
-
-_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("symjac_trace_depth", default=0)
 
 
 @dataclass(frozen=True)
@@ -98,18 +95,11 @@ def fresh_variables(like: SymArray) -> SymArray:
     return SymArray(out, like.dtype)
 
 
-def is_tracing() -> bool:
-    return _DEPTH.get() > 0
-
-
 @contextlib.contextmanager
 def tracing() -> Iterator[None]:
-    token = _DEPTH.set(_DEPTH.get() + 1)
-    try:
-        with g.building():
-            yield
-    finally:
-        _DEPTH.reset(token)
+    """A trace (or a whole build): nodes are interned for its duration."""
+    with g.building():
+        yield
 
 
 @dataclass

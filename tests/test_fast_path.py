@@ -1,0 +1,164 @@
+"""The single-call shortcut: a call with one array of the same shape and dtype
+as the last such call skips the key and the lookup (``KernelTable.last``),
+returns what the full path returns, and falls back to the full path
+whenever anything differs.  (Its speed is measured by
+benchmarks/single_call.py, never here.)"""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac import _config
+from symjac.runtime import dispatch
+
+K = 2.0
+
+
+def mixes(x):
+    return np.sin(x) * x[::-1] + K * x
+
+
+def mixes_jacobian(x):
+    """The Jacobian of ``mixes``, written out."""
+    n = x.shape[0]
+    J = np.diag(np.cos(x) * x[::-1] + K)
+    J[np.arange(n), n - 1 - np.arange(n)] += np.sin(x)
+    return J
+
+
+X = np.array([0.3, -1.2, 2.5])
+
+
+@pytest.fixture()
+def full_calls(monkeypatch):
+    """Counts the calls that take the full path (dispatch.call)."""
+    seen = []
+    real = dispatch.call
+
+    def counted(request, args):
+        seen.append(args)
+        return real(request, args)
+
+    monkeypatch.setattr(dispatch, "call", counted)
+    return seen
+
+
+@pytest.fixture()
+def J():
+    global K
+    saved = K
+    with sj.compiling("sync"):
+        J = sj.jacobian(mixes)
+        np.testing.assert_allclose(J(X), mixes_jacobian(X), rtol=1e-15)  # sets the table's last entry
+        yield J
+    K = saved
+
+
+def test_a_repeated_call_skips_the_lookup_and_returns_what_the_full_path_does(J, full_calls):
+    assert J.info(X).tier == "kernel"
+    y = X * 1.5
+    first, second = J(y), J(y)
+    assert not full_calls, "a call like the last one took the full path"
+    full = dispatch.compiled_for(J.request, (y,))((y,))
+    np.testing.assert_array_equal(first, full)
+    np.testing.assert_allclose(first, mixes_jacobian(y), rtol=1e-15)
+    assert first is not second and not np.shares_memory(first, second)
+    assert first.dtype == full.dtype and first.shape == full.shape == (3, 3)
+    assert sj.cache_info().kernel_calls > 0
+
+
+@pytest.mark.parametrize("arg", [
+    np.array([0.5, 1.0, 1.5, 2.0]),  # another shape
+    np.array([0.5, 1.0, 1.5], dtype=np.float32),  # another dtype
+    np.array([1, 2, 3]),  # integers
+    [0.5, 1.0, 1.5],  # not an array
+], ids=["shape", "float32", "int", "list"])
+def test_anything_that_differs_takes_the_full_path(J, full_calls, arg):
+    got = J(arg)
+    want = mixes_jacobian(np.asarray(arg, dtype=np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-6 if np.asarray(arg).dtype == np.float32 else 1e-15)
+    assert len(full_calls) == 1
+    assert got.dtype == (np.float32 if np.asarray(arg).dtype == np.float32 else np.float64)
+
+
+def _read_only(x):
+    x = x.copy()
+    x.flags.writeable = False
+    return x
+
+
+@pytest.mark.parametrize("layout", [
+    _read_only,
+    lambda x: np.repeat(x, 2)[::2],  # strided
+], ids=["read-only", "strided"])
+def test_an_array_the_kernel_refuses_as_it_is_is_converted(J, layout):
+    """Same shape and dtype (the same key), but not what the kernel was
+    compiled for: converted, as on the full path."""
+    y = layout(X * 2.0)
+    got = J(y)
+    np.testing.assert_array_equal(got, dispatch.compiled_for(J.request, (y,))((np.ascontiguousarray(y),)))
+    np.testing.assert_allclose(got, mixes_jacobian(y), rtol=1e-15)
+
+
+def test_the_last_entry_follows_the_last_shape(J, full_calls):
+    x4 = np.linspace(0.1, 0.4, 4)
+    J(x4)  # full path; now the last entry
+    J(x4)
+    J(X)  # full path again
+    assert len(full_calls) == 2
+    np.testing.assert_allclose(J(X), mixes_jacobian(X), rtol=1e-15)
+    assert len(full_calls) == 2
+
+
+def test_a_rebound_global_is_seen_by_the_shortcut(J, full_calls):
+    global K
+    K = 5.0
+    np.testing.assert_allclose(J(X), mixes_jacobian(X), rtol=1e-15)  # K = 5 in the Jacobian
+    assert len(full_calls) == 1 and J.request.table.last is not None  # rebuilt, then the new last entry
+    np.testing.assert_allclose(J(X), mixes_jacobian(X), rtol=1e-15)
+    assert len(full_calls) == 1
+
+
+def test_cleared_caches_are_not_served_by_the_shortcut(J, full_calls):
+    sj.clear_caches()
+    assert J.request.table.last is None
+    np.testing.assert_allclose(J(X), mixes_jacobian(X), rtol=1e-15)
+    assert len(full_calls) == 1
+
+
+def test_an_evicted_program_leaves_the_shortcut(J):
+    saved = vars(_config.LIMITS).copy()
+    try:
+        sj.set_limits(max_kernels=1)
+        sj.jit(lambda x: x + 1.0)(np.ones(2))  # evicts J's program
+        assert J.request.table.last is None
+        np.testing.assert_allclose(J(X), mixes_jacobian(X), rtol=1e-15)
+    finally:
+        vars(_config.LIMITS).update(saved)
+
+
+def test_a_retired_program_is_not_served(J, full_calls):
+    """A program dropped while the shortcut still points at it (another
+    thread cleared the caches between the check and the call) is refused."""
+    program = J.request.table.last[2]
+    program.retire()
+    assert program.run_one(X) is None
+    np.testing.assert_allclose(J(X), mixes_jacobian(X), rtol=1e-15)
+    assert len(full_calls) == 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda: sj.grad(lambda x: np.sum(np.sin(x) ** 2)),  # a vector
+    lambda: sj.jit(lambda x: np.sum(x ** 3)),  # a scalar
+    lambda: sj.jacobian(lambda x: np.sin(x) * 2.0, sparse=True),  # a sparse matrix
+], ids=["grad", "scalar", "sparse"])
+def test_other_outputs_match_the_full_path(make, full_calls):
+    with sj.compiling("sync"):
+        f = make()
+        first = f(X)  # full path
+        again = f(X)  # the shortcut
+    assert len(full_calls) == 1
+    assert type(again) is type(first)
+    if hasattr(first, "toarray"):
+        first, again = first.toarray(), again.toarray()
+    np.testing.assert_array_equal(again, first)
