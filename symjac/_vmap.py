@@ -220,7 +220,7 @@ class Batched:
 
     def _program(self, sample: list, axes: list) -> BatchProgram:
         self._refuse_sparse()
-        compiled = dispatch.compiled_for(self._request, sample)
+        compiled = dispatch.compiled_for(self._request, sample, start=False)
         batched = [axes[i] is not None for i, _ in compiled.leaves]
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)

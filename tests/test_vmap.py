@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import symjac as sj
+from symjac.runtime import dispatch
 
 rng = np.random.default_rng(0)
 
@@ -153,3 +154,17 @@ def test_batch_kernel_with_many_scattered_constants_and_zeros():
     assert V.compile(X).tier == "kernel"
     assert "_C0_IDX" in V.source(X) and f"{'out0'}[b] = 0.0" in V.source(X)
     np.testing.assert_allclose(V(X), np.stack([expected(x) for x in X]), rtol=1e-15, atol=0)
+
+
+def test_vmap_compiles_the_batch_kernel_not_the_per_sample_one_until_that_is_called():
+    def f(x):
+        return np.sin(x * 1.2599210) * x[::-1]
+
+    J = sj.jacobian(f)
+    X = np.linspace(0.0, 1.0, 12).reshape(4, 3)
+    with sj.compiling("sync"):
+        sj.vmap(J)(X)
+        per_sample = dispatch.compiled_for(J.request, [X[0]])
+        assert per_sample.deferred and per_sample.kernel is None  # no compile spent on it
+        np.testing.assert_array_equal(J(X[0]), sj.vmap(J)(X)[0])  # its first own call starts it
+    assert not per_sample.deferred and J.info(X[0]).tier == "kernel"

@@ -149,7 +149,7 @@ def vmap_dask(request: Request, args: tuple, axes: list, chunk_size: int | None,
 
     moved = [_batch_first(a, ax) for a, ax in zip(args, axes, strict=True)]
     sample = [_placeholder(a, ax is not None) for a, ax in zip(moved, axes, strict=True)]
-    compiled = dispatch.compiled_for(request, sample)
+    compiled = dispatch.compiled_for(request, sample, start=False)
     flags = [axes[i] is not None for i, _ in compiled.leaves]
     leaves = [moved[i] if k is None else moved[i][k] for i, k in compiled.leaves]
     program = ChunkProgram(compiled, flags, chunk_size)

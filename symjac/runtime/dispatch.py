@@ -23,8 +23,10 @@ from .store import clock
 _build_lock = threading.RLock()
 
 
-def compiled_for(request: Request, args: Sequence) -> Compiled:
-    """The program for ``args``' shapes: from memory, or built now."""
+def compiled_for(request: Request, args: Sequence, start: bool = True) -> Compiled:
+    """The program for ``args``' shapes: from memory, or built now.  A program
+    built with ``start`` false (vmap's per-sample program: the batch kernel is
+    what it needs) starts its own kernel on its first own call."""
     table = request.table  # a GuardedTable checks the function's guards first
     key = call_key(args, request.static_argnums)
     compiled = table.get(key)
@@ -39,11 +41,14 @@ def compiled_for(request: Request, args: Sequence) -> Compiled:
             compiled.last_used = next(clock)
             return compiled
         STATS.misses += 1
-        start = time.perf_counter()
+        began = time.perf_counter()
         compiled, warm = build.program(request, args)
         STATS.warm_starts += warm
-        STATS.build_seconds += time.perf_counter() - start
-        compiled.start()
+        STATS.build_seconds += time.perf_counter() - began
+        if start:
+            compiled.start()
+        else:
+            compiled.deferred = True
         store.insert(table, key, compiled)
         return compiled
 

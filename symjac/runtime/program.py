@@ -66,6 +66,7 @@ class Compiled(Kernel):
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         # one array argument, taken by the kernel as it is: run_one's case
         self.one_array = self._fast and self._single == 0 and not self._scalar_args
+        self.deferred = False  # built for a vmap only: its own kernel starts on its first own call
         self.int_limit: int | None = None
         self._int_args: list[int] = []
 
@@ -190,6 +191,9 @@ class Compiled(Kernel):
             kernel(*(dtype.type(a[0]) if s == () else a if a.flags.writeable else a.copy()
                      for a, s in zip(inputs, self.spec_shapes, strict=True)), *outs)
         else:
+            if self.deferred:  # first called for itself (not only for a vmap): its kernel now
+                self.deferred = False
+                self.start()
             STATS.tape_calls += 1
             flat = (
                 inputs[0].reshape(-1) if len(inputs) == 1
