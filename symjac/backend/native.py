@@ -105,11 +105,13 @@ def symbol_for(text: str, kind: str) -> str:
     return f"symjac_{kind}_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
 
 
-def _source(symbol: str, kind: str, text: str) -> str:
+def _source(symbol: str, kind: str, text: str, vectors: bool = True) -> str:
+    """The body's IR; ``vectors`` false: a batch body as the sample loop (half the
+    lines of the vector body, and the same bits but a NaN's sign)."""
     if kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
         return vm_ir(symbol, "float" if text == "float32" else "double")
     program, layout = from_text(text)
-    if layout.batched is not None and vectorize(program, layout):
+    if vectors and layout.batched is not None and vectorize(program, layout):
         return batch_body_ir(symbol, program, layout)
     return body_ir(symbol, program, layout)
 
@@ -219,6 +221,8 @@ def ensure(symbol: str, kind: str, text: str) -> bool:
         if compiled:
             source = _source(symbol, kind, text)
             quick = kind != "vm" and QUICK_LINES is not None and source.count("\n") > QUICK_LINES
+            if quick and kind == "batch":  # the quick code of a vector batch body: its sample loop
+                source = _source(symbol, kind, text, vectors=False)
             code = compile_object(symbol, kind, text, quick=quick, source=source)
             if quick:
                 _quick.add(symbol)
@@ -242,6 +246,10 @@ def _optimise() -> None:
     while True:
         symbol, kind, text = _optimising.get()
         try:
+            # after the queued kernel compiles: llvmlite runs one LLVM call at a time
+            # (a process-wide lock), so a 5 s optimisation would hold up every wrapper
+            # Numba compiles meanwhile, and quick kernels serving matter more
+            _compile.wait_all()
             if _compile.exiting():
                 continue  # the quick code has served; nothing more to write
             with _compile._collector_paused():

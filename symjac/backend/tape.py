@@ -225,6 +225,10 @@ def _loaded(name: str, dtype):
 
 
 def _quietly(name: str, dtype) -> None:
+    # after the queued kernel compiles: both take Numba's compiler lock, and a kernel
+    # serves far faster than the wrapper saves (~1.5 µs a tape call); measured on an
+    # MLP batch in a fresh cache, the batch kernel waited ~7 s for this wrapper
+    _compile.wait_all()
     try:
         _function(name, dtype)
     except Exception:  # the C entry points keep serving; a real problem shows in tape_functions()
