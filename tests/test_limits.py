@@ -68,7 +68,8 @@ def test_a_runaway_trace_with_default_limits_stops_within_a_minute():
     start = time.perf_counter()
     with sj.compiling("never"), pytest.raises(sj.ResourceLimitError):
         with pytest.warns(ResourceWarning):
-            sj.jit(lambda x: long_loop(np.concatenate([x] * 20)))(np.ones(2))
+            # (distinct entries: 20 copies of x alone would intern to the same two chains)
+            sj.jit(lambda x: long_loop(np.concatenate([x] * 20) * np.arange(1.0, 41.0)))(np.ones(2))
     assert time.perf_counter() - start < 60
 
 
