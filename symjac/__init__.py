@@ -84,7 +84,7 @@ from .runtime.stats import CacheInfo as CacheInfo
 from .show.display import Shown as Shown
 from .trace.primitives import supported_operations as supported_operations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str):
