@@ -31,6 +31,7 @@ class Prepared:
     call: Callable  # call(*inputs) -> NumPy array
     finish: Callable | None = None  # finish(*inputs, budget) -> tier: wait for the fast tier
     tier: Callable | None = None  # tier(*inputs) -> the tier serving calls now ("kernel" or "tape")
+    settle: Callable | None = None  # settle(): after ``finish``, wait for background work that is not needed to serve
     note: str = ""
 
 
