@@ -65,8 +65,11 @@ _optimiser: threading.Thread | None = None
 #: (an MLP Jacobian of 18,500 operations, 13,000 lines: 0.45 s quick, 2.0-2.4 s optimised; calls 13 vs 6.5 µs)
 QUICK_LINES = 1500
 _DIGEST = 16
-#: bodies whose straight-line code LLVM's SLP vectoriser works on
-SLP_KINDS = ("kernel", "vm")
+#: bodies of at most this many IR lines get LLVM's SLP vectoriser (Lorenz batches 0.77x -> 0.95x a
+#: hand-written Numba loop); larger ones do not: on a 1,861-line Hessian body (the second derivatives of a
+#: softmax over an outer product) it fails an assertion of llvmlite's LLVM (SLPVectorizer.cpp,
+#: incrementUnscheduledDeps) and aborts the process, and on big bodies it mostly costs compile time
+SLP_MAX_LINES = 600
 _initialized = False
 
 
@@ -126,12 +129,9 @@ def compile_object(symbol: str, kind: str, text: str, quick: bool = False, sourc
     module.verify()
     options = llvm.create_pipeline_tuning_options(speed_level=1 if quick else 3)
     # no loop vectorizer: loops here walk rerolled entries with strided stores, which it
-    # turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4).  No SLP vectorizer
-    # either (it vectorised the straight-line code of single kernels, SLP_KINDS): on some programs
-    # (the second derivatives of a softmax over an outer product) it fails an assertion of
-    # llvmlite's LLVM (SLPVectorizer.cpp, incrementUnscheduledDeps), which aborts the process
+    # turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4).  SLP: small bodies only
     options.loop_vectorization = False
-    options.slp_vectorization = False
+    options.slp_vectorization = not quick and source.count("\n") <= SLP_MAX_LINES
     builder = llvm.create_pass_builder(tm, options)
     builder.getModulePassManager().run(module, builder)
     return tm.emit_object(module)
