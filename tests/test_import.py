@@ -25,7 +25,7 @@ from symjac.backend import tape
 modules, names = set(sys.modules), set(vars(np))
 assert tape._preload is not None, "the warm-up thread did not start"
 tape._preload.join()
-assert tape._ready, "the warm-up thread did not load the interpreter"
+assert tape._entries, "the warm-up thread did not load the interpreter"
 print(sorted(set(sys.modules) - modules), sorted(set(vars(np)) - names))
 """
 

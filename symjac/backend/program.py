@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
+from mpmath.libmp import to_float as _mpf_to_float
 
 from ..ir import graph as g
 from ..ir import ops as _ops
@@ -47,6 +48,8 @@ class _Lowering:
         self.program = Program()
         self.memo: dict = {}
         self.consts: dict = {}
+        self.leaves: dict[int, int] = {}  # id(leaf node) -> its value
+        self.alive: list = []  # the leaf nodes of ``leaves`` (their ids stay theirs)
 
     def emit(self, op: str, args: tuple = (), payload=None) -> int:
         self.program.ops.append((op, args, payload))
@@ -60,11 +63,16 @@ class _Lowering:
 
     def value(self, node) -> int:
         """The SSA value of ``node``, lowering what it needs that is not yet lowered."""
+        if not node.args or node.is_Atom:
+            # a leaf, found by identity: hashing a SymPy number, and turning it into a float, cost
+            # microseconds each (a third of lowering an MLP Jacobian); the nodes stay alive meanwhile
+            found = self.leaves.get(id(node))
+            if found is None:
+                found = self.leaves[id(node)] = self._leaf(node)
+                self.alive.append(node)
+            return found
         memo = self.memo
         if node in memo:
-            return memo[node]
-        if g.is_leaf(node):
-            memo[node] = self._leaf(node)
             return memo[node]
         for sub in g.topo_order([node], done=memo):
             memo[sub] = self._lower(sub)
@@ -120,10 +128,10 @@ class _Lowering:
     def _sum(self, terms) -> int:
         acc = None
         for term in terms:
-            negative = term.func is g.Mul and term.args[0].is_Number and term.args[0].is_extended_negative is True
+            negative = term.func is g.Mul and term.args[0].is_Number and _negative(term.args[0])
             if negative:
                 value = self.value(g.neg(term))  # exact: a zero product stays a product
-            elif term.is_Number and term.is_extended_negative is True and acc is not None:  # (NaN is neither sign)
+            elif term.is_Number and _negative(term) and acc is not None:  # (NaN is neither sign)
                 negative, value = True, self.const(-_number(term))
             else:
                 value = self.value(term)
@@ -142,12 +150,14 @@ class _Lowering:
                 denom.append(g.pow_(f.args[0], -f.args[1]))
             else:
                 numer.append(f)
-        negate = coeff.is_extended_negative is True  # (NaN is neither; -inf is, and -(inf * x) is exact)
-        coeff = abs(coeff)
+        negate = _negative(coeff)  # (NaN is neither; -inf is, and -(inf * x) is exact)
+        coeff = -coeff if negate else coeff
         if coeff.is_Rational and coeff.q != 1:
             denom.insert(0, sp.Integer(coeff.q))
             coeff = sp.Integer(coeff.p)
-        acc = None if coeff == 1 else self.const(_number(coeff))
+        # (x * 1.0 is x, bit for bit: a coefficient that rounds to 1.0 is left out like 1 itself)
+        number = _number(coeff)
+        acc = None if number == 1.0 else self.const(number)
         for f in numer:
             acc = self.value(f) if acc is None else self.emit("mul", (acc, self.value(f)))
         if acc is None:
@@ -174,7 +184,25 @@ class _Lowering:
         return self.emit("pow", (b, self.value(exp)))
 
 
+def _negative(number) -> bool:
+    """``number < 0`` for a SymPy number, read from its representation (SymPy's
+    assumption system takes ~60 µs for each new Float).  NaN is neither sign;
+    a Float's zero has no sign in SymPy."""
+    if number.is_Rational:
+        return number.p < 0
+    if number.is_Float:
+        return number._mpf_[0] == 1
+    return number.is_extended_negative is True
+
+
 def _number(node) -> float:
+    if node.is_Float:  # read straight from its representation (float(node) normalises it first)
+        return _mpf_to_float(node._mpf_)
+    if node.is_Rational:
+        try:
+            return node.p / node.q  # (int / int: correctly rounded)
+        except OverflowError:
+            return float(node)  # (beyond float64: SymPy's inf)
     if node is sp.oo:
         return float("inf")
     if node is -sp.oo or node == -sp.oo:

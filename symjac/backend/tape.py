@@ -58,11 +58,12 @@ class Tape:
         dtype = self.consts.dtype
         work = np.empty(max(self.n_ops, 1), dtype=dtype)
         fn = _loaded("run", dtype)
-        if fn is not None:
+        free = _native.busy()  # then the C entry, letting go of the GIL (see native.busy)
+        if fn is not None and not free:
             fn(self.code, self.consts, inputs, self.store_idx, self.store_val, self.const_idx, self.const_val, work, out)
             return
         inputs, out = _checked(inputs, dtype), _checked(out, dtype)
-        run, _ = _entry_points(dtype)
+        run = _entry_points(dtype)[2 if free else 0]
         code, n, consts, tail = self._args()
         run(code, n, consts, _address(inputs), _address(inputs), _address(work), *tail, _address(out))
 
@@ -119,12 +120,13 @@ class Tape:
         """Evaluate every row of ``batched`` (B, n_b) into ``out`` (B, n_out)."""
         dtype = self.consts.dtype
         run = _loaded("run_batch" if parallel else "run_batch_serial", dtype)
-        if run is not None:
+        free = _native.busy()
+        if run is not None and not free:
             run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
                 self.const_idx, self.const_val, out)
             return
         batched, shared, out = (_checked(a, dtype) for a in (batched, shared, out))
-        _, rows = _entry_points(dtype)
+        rows = _entry_points(dtype)[3 if free else 1]
         code, n, consts, tail = self._args()
         work = np.empty(max(self.n_ops, 1), dtype=dtype)
         rows(code, n, consts, _address(batched), batched.shape[1], _address(shared), _address(work), *tail,
@@ -145,20 +147,25 @@ def _checked(a: np.ndarray, dtype) -> np.ndarray:
 # PYFUNCTYPE: these calls keep the GIL.  The tape serves calls while a kernel compiles
 # in another thread; a call that let go of the GIL for its few microseconds would
 # wait up to a switch interval (5 ms) to get it back from the compile's Python work.
+# CFUNCTYPE (let go of it) while a body compiles: native.busy says why.
 _P, _I = ctypes.c_void_p, ctypes.c_int64
-_RUN = ctypes.PYFUNCTYPE(None, _P, _I, _P, _P, _P, _P, _P, _P, _I, _P, _P, _I, _P)
-_ROWS = ctypes.PYFUNCTYPE(None, _P, _I, _P, _P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I)
+_RUN_ARGS = (None, _P, _I, _P, _P, _P, _P, _P, _P, _I, _P, _P, _I, _P)
+_ROWS_ARGS = (None, _P, _I, _P, _P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I)
+_TYPES = (ctypes.PYFUNCTYPE(*_RUN_ARGS), ctypes.PYFUNCTYPE(*_ROWS_ARGS),
+          ctypes.CFUNCTYPE(*_RUN_ARGS), ctypes.CFUNCTYPE(*_ROWS_ARGS))
 _entries: dict = {}
 
 
 def _entry_points(dtype) -> tuple:
-    """The interpreter's C entry points (``.run``, ``.rows``) for ``dtype``, loaded (or compiled) now."""
+    """The interpreter's C entry points (``.run``, ``.rows``; then both again,
+    letting go of the GIL) for ``dtype``, loaded (or compiled) now."""
     dtype = np.dtype(dtype)
     found = _entries.get(dtype)
     if found is None:
         symbol = _native.vm_symbol(dtype)
         _native.ensure(symbol, "vm", dtype.name)
-        found = _entries[dtype] = (_RUN(_native.address(f"{symbol}.run")), _ROWS(_native.address(f"{symbol}.rows")))
+        run, rows = _native.address(f"{symbol}.run"), _native.address(f"{symbol}.rows")
+        found = _entries[dtype] = tuple(t(a) for t, a in zip(_TYPES, (run, rows, run, rows), strict=True))
     return found
 
 
@@ -255,7 +262,7 @@ def start_preload() -> None:
     here, in the importing thread (~0.3 s, which the first call no longer
     pays), and so does the import of the interpreter's module; a background
     thread then only loads (or, on a cold cache, compiles) the interpreter's
-    machine code and its Numba wrapper.
+    machine code.  Its Numba wrapper loads after the first tape call.
     ``SYMJAC_NO_PRELOAD=1`` turns both off.
     """
     global _preload
@@ -269,9 +276,10 @@ def start_preload() -> None:
 
     def work():
         try:
+            # the machine code only: the kernels' bodies are called through their C entry
+            # points as soon as they are compiled, so Numba's own start-up (~0.5 s of Python
+            # holding the GIL) waits for the first Numba wrapper, off every caller's path
             ensure_ready(np.float64)
-            _function("run", np.float64)  # Numba's one-off start-up, off the caller's path
-            _native.warm_up()  # and its compiler's: the first kernel compiles sooner
         except Exception:  # the first real call will report any problem
             pass
 

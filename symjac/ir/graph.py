@@ -473,7 +473,8 @@ def topo_order(roots: Iterable[Basic], done=()) -> list[Basic]:
         while stack:
             node, children = stack[-1]
             for child in children:
-                if child not in seen and child not in done and not is_leaf(child):
+                # (leaves first: hashing a SymPy number is slow)
+                if not (not child.args or child.is_Atom) and child not in seen and child not in done:
                     seen.add(child)
                     stack.append((child, iter(operands(child))))
                     break

@@ -50,6 +50,8 @@ def _check_memory(size: int, per_sample: int) -> None:
 class BatchProgram(Kernel):
     """A compiled program's batch runners for one pattern of batched inputs."""
 
+    ranged = True  # the body runs samples start <= i < stop
+
     def __init__(self, compiled: Compiled, batched: list[bool]):
         self.compiled = compiled
         compiled.batches.add(self)
@@ -93,8 +95,8 @@ class BatchProgram(Kernel):
         """The LLVM IR of one sample's body (before optimisation)."""
         return _codegen.ir_text(self.compiled.program, self.compiled.spec, batched=self.batched)
 
-    def load_kernel(self) -> None:
-        super().load_kernel()
+    def load_wrappers(self) -> None:
+        super().load_wrappers()
         if self.kernel is not None and _compile.on_disk(self.path):
             self._want_threads()  # an earlier process compiled the parallel loop too: load it now
 
