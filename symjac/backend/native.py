@@ -314,6 +314,13 @@ def prepare(dispatcher) -> bool:
     return compiled
 
 
+def cached(dispatcher) -> bool:
+    """Whether the object code of every body of ``dispatcher`` is in the disk
+    cache (a later process then loads the kernel in milliseconds)."""
+    spec = dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
+    return all(_object_path(body[0]).exists() for body in ([spec] if isinstance(spec, tuple) else spec or ()))
+
+
 def symbol_loaded(dispatcher) -> bool:
     """Whether this process has already loaded the body of ``dispatcher``."""
     spec = dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
