@@ -303,13 +303,19 @@ def optimised(symbol: str) -> bool:
     return symbol in _engines and symbol not in _quick
 
 
+def _bodies(dispatcher) -> list[tuple]:
+    """The ``(symbol, kind, text)`` of each body a kernel module's wrapper calls
+    (its module's ``SYMJAC_NATIVE``: one body, or the tape's list)."""
+    spec = getattr(dispatcher, "py_func", None) and dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
+    return [spec] if isinstance(spec, tuple) else list(spec or ())
+
+
 def prepare(dispatcher) -> bool:
     """Before ``dispatcher`` (a kernel module's wrapper) is compiled or loaded:
     make its body's symbol resolvable.  True if a body was compiled now
     (False: loaded from the cache, or already loaded)."""
-    spec = getattr(dispatcher, "py_func", None) and dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
     compiled = False
-    for body in ([spec] if isinstance(spec, tuple) else spec or ()):
+    for body in _bodies(dispatcher):
         compiled |= ensure(*body)
     return compiled
 
@@ -317,14 +323,12 @@ def prepare(dispatcher) -> bool:
 def cached(dispatcher) -> bool:
     """Whether the object code of every body of ``dispatcher`` is in the disk
     cache (a later process then loads the kernel in milliseconds)."""
-    spec = dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
-    return all(_object_path(body[0]).exists() for body in ([spec] if isinstance(spec, tuple) else spec or ()))
+    return all(_object_path(body[0]).exists() for body in _bodies(dispatcher))
 
 
 def symbol_loaded(dispatcher) -> bool:
     """Whether this process has already loaded the body of ``dispatcher``."""
-    spec = dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
-    return all(body[0] in _engines for body in ([spec] if isinstance(spec, tuple) else spec or ()))
+    return all(body[0] in _engines for body in _bodies(dispatcher))
 
 
 def address(name: str) -> int:
@@ -401,7 +405,7 @@ class CEntry:
 def c_entry(dispatcher, in_ndims: list[int], out_ndims: list[int], dtype, ranged: bool) -> CEntry:
     """The C entry point of the body that kernel-module wrapper ``dispatcher``
     calls (:func:`prepare` it first)."""
-    symbol = dispatcher.py_func.__globals__["SYMJAC_NATIVE"][0]
+    (symbol, _, _), = _bodies(dispatcher)
     return CEntry(symbol, in_ndims, out_ndims, dtype, ranged)
 
 

@@ -130,7 +130,7 @@ class Kernel:
             self._dispatchers = dispatchers
             self.compile_seconds = time.perf_counter() - start
             record_compile(self.compile_seconds, None if all(loaded) else any(compiled))
-            if all(native.cached(d) for d in dispatchers):
+            if not _compile.on_disk(self.path) and all(native.cached(d) for d in dispatchers):
                 # a later process loads the body at once (the wrapper need not have been compiled:
                 # a short-lived process may end before it is)
                 _compile.mark_compiled(self.path, self.compile_seconds)
