@@ -358,7 +358,7 @@ class CEntry:
     outputs, numbers for scalar inputs) and a mismatch raises ``TypeError``,
     as a dispatcher that may not compile does: callers convert and retry.
     ``ranged``: a batch body, run on samples ``0 <= i < out0.shape[0]``.  The
-    call keeps the GIL, as the tape's calls do, but while LLVM works (see
+    call keeps the GIL, as the tape's calls do, but while a body compiles (see
     :func:`busy`).  About 1-2 µs more a call than the wrapper.
     """
 
@@ -488,16 +488,16 @@ def vm_step(typingctx, code, consts, inputs, shared, work):
     return types.void(code, consts, inputs, shared, work), codegen
 
 
-def compile_kernel(dispatcher, sig) -> tuple[float, bool | None]:
-    """Compile ``dispatcher`` for ``sig``; returns (seconds, loaded from disk),
-    or (0.0, None) if this process already has it (another program with the
-    same kernel loaded it).
+def compile_kernel(dispatcher, sig) -> float:
+    """Compile (or load from Numba's disk cache) ``dispatcher`` for ``sig``;
+    returns the seconds it took, 0.0 if this process already has it (another
+    program with the same kernel loaded it).
 
     Numba raises on a corrupted cache entry instead of recompiling; symjac
     then empties that function's Numba cache and compiles again.
     """
     if tuple(sig.args) in dispatcher.overloads:
-        return 0.0, None
+        return 0.0
     start = time.perf_counter()
     try:
         prepare(dispatcher)  # the kernel body's machine code, before Numba links the wrapper to it
@@ -512,6 +512,4 @@ def compile_kernel(dispatcher, sig) -> tuple[float, bool | None]:
             f"({type(exc).__name__}: {exc}). This is a symjac bug; please report it "
             "with the source from .source()."
         ) from exc
-    seconds = time.perf_counter() - start
-    hits = sum(dispatcher.stats.cache_hits.values())
-    return seconds, hits > 0
+    return time.perf_counter() - start

@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     native.QUICK_LINES = None  # this process only compiles: straight to the optimised code, for the disk cache
     dispatcher = _compile.load_function(Path(path), name, refuse)
     ndims = [[int(n) for n in s.split(",") if n] for s in (in_nd, out_nd)]
-    seconds, _ = native.compile_kernel(dispatcher, _compile.signature(*ndims, dtype))
+    seconds = native.compile_kernel(dispatcher, _compile.signature(*ndims, dtype))
     _compile.mark_compiled(Path(path), seconds)
     print(f"{seconds:.3f}")
     return 0

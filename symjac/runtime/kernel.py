@@ -150,7 +150,7 @@ class Kernel:
             seconds = 0.0
             try:
                 for dispatcher in self._dispatchers:
-                    seconds += native.compile_kernel(dispatcher, sig)[0]
+                    seconds += native.compile_kernel(dispatcher, sig)
             except Exception as exc:  # noqa: BLE001  (the C entry keeps serving, with the same results)
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.wrapped = True  # not to be tried again
