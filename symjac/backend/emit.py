@@ -26,6 +26,7 @@ import struct
 import numpy as np
 
 from ..ir import ops as _ops
+from .dots import find_dots
 from .program import Layout, Program, uses
 from .reroll import find_loops
 
@@ -52,8 +53,16 @@ class TextEmitter:
         self.lines: list[str] = []
         self.globals: list[str] = []
         self.declarations: dict[str, str] = {}
+        self.buffers: dict[str, int] = {}  # stack buffers of values (allocated at entry): name -> length
+        self.metadata: list[str] = []
         self.block = "entry"
+        self.depth = 0  # loops open around the code being written (0: straight-line code)
         self._count = 0
+
+    @property
+    def vtype(self) -> str:
+        """The type of the values the records compute with."""
+        return self.t
 
     # ----- plumbing -----
 
@@ -89,6 +98,22 @@ class TextEmitter:
     def lookup(self, table: str, n: int, index: str, ty: str) -> str:
         at = self.emit(f"getelementptr inbounds [{n} x {ty}], ptr {table}, i64 0, i64 {index}")
         return self.emit(f"load {ty}, ptr {at}")
+
+    def buffer(self, name: str, n: int) -> str:
+        """A stack buffer of at least ``n`` values, shared by every request for ``name``."""
+        self.buffers[name] = max(n, self.buffers.get(name, 0))
+        return f"%{name}"
+
+    def put(self, pointer: str, index: str, value: str) -> None:
+        at = self.emit(f"getelementptr inbounds {self.vtype}, ptr {pointer}, i64 {index}")
+        self.lines.append(f"  store {self.vtype} {value}, ptr {at}")
+
+    def get(self, pointer: str, index: str) -> str:
+        at = self.emit(f"getelementptr inbounds {self.vtype}, ptr {pointer}, i64 {index}")
+        return self.emit(f"load {self.vtype}, ptr {at}")
+
+    def allocas(self) -> list[str]:
+        return [f"  %{name} = alloca [{n} x {self.vtype}], align 64" for name, n in self.buffers.items()]
 
     def declare(self, name: str, signature: str) -> None:
         self.declarations[name] = signature
@@ -168,8 +193,17 @@ class TextEmitter:
 
     # ----- control flow -----
 
-    def loop(self, start: str, stop: str, body) -> None:
-        """``for k in range(start, stop): body(k)`` (``body`` may open blocks of its own)."""
+    def loop(self, start: str, stop: str, body, carry: list[tuple[str, str]] | None = None,
+             unroll: int | None = None):
+        """``for k in range(start, stop): body(k)`` (``body`` may open blocks of its own).
+
+        ``carry``: values threaded through the iterations, ``(type, initial)``
+        each: then ``body(k, values)`` returns the next values and the loop
+        returns the last.  ``unroll``: LLVM's unrolling of this loop, 1 to
+        forbid it (a loop over a constant table, fully unrolled, would fold the
+        table back into straight-line code), else the count to unroll by;
+        None: LLVM decides.
+        """
         tag = self.fresh("loop")[1:]
         head, work, done = f"{tag}.head", f"{tag}.body", f"{tag}.done"
         before = self.block
@@ -177,15 +211,31 @@ class TextEmitter:
         self.label(head)
         k, k_next = self.fresh("k"), self.fresh("k")
         phi = len(self.lines)
-        self.lines.append("")  # the phi, once the latch block is known
+        self.lines.append("")  # the phis, once the latch block is known
+        carried = [self.fresh("acc") for _ in carry or ()]
         going = self.emit(f"icmp slt i64 {k}, {stop}")
         self.lines.append(f"  br i1 {going}, label %{work}, label %{done}")
         self.label(work)
-        body(k)
+        self.depth += 1
+        following = body(k, carried) if carry else body(k)
+        self.depth -= 1
         self.lines.append(f"  {k_next} = add i64 {k}, 1")
-        self.lines.append(f"  br label %{head}")
-        self.lines[phi] = f"  {k} = phi i64 [{start}, %{before}], [{k_next}, %{self.block}]"
+        self.lines.append(f"  br label %{head}{self._unroll(unroll)}")
+        latch = self.block
+        phis = [f"  {k} = phi i64 [{start}, %{before}], [{k_next}, %{latch}]"]
+        for value, (ty, initial), nxt in zip(carried, carry or (), following or (), strict=True):
+            phis.append(f"  {value} = phi {ty} [{initial}, %{before}], [{nxt}, %{latch}]")
+        self.lines[phi] = "\n".join(phis)
         self.label(done)
+        return carried
+
+    def _unroll(self, count: int | None) -> str:
+        if count is None:
+            return ""
+        n = len(self.metadata)
+        hint = '!{!"llvm.loop.unroll.disable"}' if count == 1 else f'!{{!"llvm.loop.unroll.count", i32 {count}}}'
+        self.metadata += [f"!{n} = distinct !{{!{n}, !{n + 1}}}", f"!{n + 1} = {hint}"]
+        return f", !llvm.loop !{n}"
 
 
 class Frame:
@@ -215,20 +265,45 @@ def _index(e: TextEmitter, values: list[int], k: str) -> str:
 
 
 def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True, consts: bool = True) -> None:
-    """Emit ``program``: every store, and the constant stores unless ``consts`` is False."""
+    """Emit ``program``: every store, and the constant stores unless ``consts`` is False.
+
+    With ``roll``: output entries the reroller finds become loops over index
+    tables, and sums over shared operands (dense layers) loops over
+    coefficient tables (``dots.py``), placed where the program computes their
+    first sum.
+    """
     counts = uses(program)
     loops = find_loops(program, counts) if roll else []
     covered = set().union(*(grp.covered for grp in loops)) if loops else set()
+    dots = find_dots(program, counts, covered) if roll else []
+    for grp in dots:
+        covered |= grp.covered
+    dot_at = {grp.at: grp for grp in dots}
     rolled = {pos for grp in loops for pos in grp.stores}
+    # loads and constants only the loops use are left to them
+    needed = [False] * len(program.ops)
+    for k, (_, args, _) in enumerate(program.ops):
+        if k not in covered:
+            for a in args:
+                needed[a] = True
+    for grp in dots:
+        for v in grp.operands:
+            needed[v] = True
+    for pos, (_, _, value) in enumerate(program.stores):
+        needed[value] = needed[value] or pos not in rolled
     values: dict = {}
     records = _ops.BY_NAME
     for k, (op, args, payload) in enumerate(program.ops):
+        if k in dot_at:
+            _dot_loop(e, dot_at[k], values)
         if k in covered:
             continue
         if op == "load":
-            values[k] = frame.load(payload[0], str(payload[1]))
+            if needed[k]:
+                values[k] = frame.load(payload[0], str(payload[1]))
         elif op == "const":
-            values[k] = e.number(payload)
+            if needed[k]:
+                values[k] = e.number(payload)
         else:
             values[k] = records[op].emit(e, *(values[a] for a in args))
     for pos, (out, flat, value) in enumerate(program.stores):
@@ -248,6 +323,50 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         n = len(items)
         e.loop("0", str(n), lambda k, out=out, idx=idx, val=val, n=n: frame.store(
             out, e.lookup(idx, n, k, "i64"), e.splat(e.lookup(val, n, k, e.t))))
+
+
+#: a dot group's chains run this many at a time (each chain is a serial fold:
+#: one alone waits out every addition's latency)
+DOT_CHAINS = 4
+#: and their terms unrolled by this much (a whole layer unrolled folds the
+#: coefficient table back into constants: the straight-line code again)
+DOT_UNROLL = 2
+
+
+def _dot_loop(e: TextEmitter, grp, values: dict) -> None:
+    """One dot group: ``root[j] = c[j][0] * v[0] + c[j][1] * v[1] + ...``, folded
+    left, for every chain ``j``, ``DOT_CHAINS`` chains at a time; the operands
+    wait in a stack buffer, the coefficients in a table (padded with zero
+    chains to whole blocks), the sums in another buffer until the loop is done."""
+    n, m = len(grp.operands), len(grp.roots)
+    blocks = -(-m // DOT_CHAINS)
+    operands, sums = e.buffer("dot.v", n), e.buffer("dot.s", blocks * DOT_CHAINS)
+    for i, v in enumerate(grp.operands):
+        e.put(operands, str(i), values[v])
+    coeffs = [c for row in grp.coeffs for c in row] + [0.0] * (n * (blocks * DOT_CHAINS - m))
+    table = e.table(coeffs, e.t)
+
+    def coefficient(at: str) -> str:
+        return e.splat(e.lookup(table, len(coeffs), at, e.t))
+
+    def block(b: str) -> None:
+        first = e.emit(f"mul i64 {b}, {DOT_CHAINS}")
+        chains = [e.emit(f"add i64 {first}, {q}") if q else first for q in range(DOT_CHAINS)]
+        rows = [e.emit(f"mul i64 {j}, {n}") for j in chains]
+        v0 = e.get(operands, "0")
+        start = [(e.vtype, e.mul(coefficient(row), v0)) for row in rows]
+
+        def term(i: str, accs: list[str]) -> list[str]:
+            v = e.get(operands, i)
+            return [e.add(acc, e.mul(coefficient(e.emit(f"add i64 {row}, {i}")), v))
+                    for acc, row in zip(accs, rows, strict=True)]
+
+        for j, acc in zip(chains, e.loop("1", str(n), term, carry=start, unroll=DOT_UNROLL), strict=True):
+            e.put(sums, j, acc)
+
+    e.loop("0", str(blocks), block, unroll=1)
+    for j, root in enumerate(grp.roots):
+        values[root] = e.get(sums, str(j))
 
 
 def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> None:
@@ -369,6 +488,7 @@ def _module(e: TextEmitter, symbol: str, params: str) -> str:
         "",
         f"define void @{symbol}({params}) #1 {{",
         "entry:",
+        *e.allocas(),
         *e.lines,
         "  ret void",
         "}",
@@ -377,6 +497,8 @@ def _module(e: TextEmitter, symbol: str, params: str) -> str:
         "",
         "attributes #0 = { nobuiltin nounwind memory(none) }",
         "attributes #1 = { nounwind }",
+        "",
+        *e.metadata,
         "",
     ])
 

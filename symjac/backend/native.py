@@ -84,7 +84,7 @@ def fingerprint() -> str:
     versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
     h.update(f"{versions} {platform.machine()}".encode())
     for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "native.py", here / "kernels.py",
-                 here / "program.py", here / "reroll.py",
+                 here / "program.py", here / "reroll.py", here / "dots.py",
                  here / "vector.py"):
         h.update(path.read_bytes())
     return h.hexdigest()

@@ -64,6 +64,10 @@ class VectorEmitter(TextEmitter):
         self.nbytes = 4 if ftype == "float" else 8
         self.numbers: dict[str, int] = {}  # program constants (literal) -> index in the table %k
 
+    @property
+    def vtype(self) -> str:
+        return self.vt
+
     # ----- lanes -----
 
     def splat(self, scalar: str) -> str:
@@ -212,7 +216,7 @@ class VectorFrame:
 
     def _tiled(self, index: str, size: int) -> int | None:
         """The tile of entry ``index``, if it is read or written by tiles here."""
-        if self.e.block != "entry" or not index.isdigit():  # in a loop: values defined here stay here
+        if self.e.depth or not index.isdigit():  # in a loop: values defined here stay here
             return None
         tile = int(index) // self.e.width
         return tile if (tile + 1) * self.e.width <= size else None
@@ -342,6 +346,7 @@ def batch_body_ir(symbol: str, program: Program, layout: Layout, roll: bool = Tr
         "",
         f"define void @{symbol}.block(ptr noalias readonly %k, {', '.join(params)}) #2 {{",
         "entry:",
+        *e.allocas(),
         *e.lines,
         "  ret void",
         "}",
@@ -352,6 +357,8 @@ def batch_body_ir(symbol: str, program: Program, layout: Layout, roll: bool = Tr
         "attributes #0 = { nobuiltin nounwind memory(none) }",
         "attributes #1 = { nounwind }",
         "attributes #2 = { nounwind noinline }",
+        "",
+        *e.metadata,
         "",
     ])
 

@@ -1,0 +1,148 @@
+"""Dense layers as loops (``backend/dots.py``): sums of constant multiples of
+shared values run as loops over coefficient tables, with the tape's bits.
+
+The hand-built programs mix every form a sum's term takes after lowering
+(``mul(c, v)``, ``mul(v, c)``, a bare value, a first term negated, ``sub``
+for a negative coefficient, a product used elsewhere too) with special values
+in the inputs (inf, NaN, -0.0, overflow) and coefficients (0.0, -0.0, huge),
+and compare the kernel, the vectorised batch kernel and the tape bit for bit.
+"""
+
+import numpy as np
+import pytest
+from test_vector import _load, _same
+
+import symjac as sj
+from symjac.backend import tape as _tape
+from symjac.backend.dots import find_dots
+from symjac.backend.emit import body_ir
+from symjac.backend.program import KernelSpec, Program, from_text, to_text, uses
+from symjac.runtime import dispatch
+
+rng = np.random.default_rng(11)
+SPECIAL = [np.inf, -np.inf, np.nan, -0.0, 0.0, 1e308, -1e308, 1e-310]
+
+
+def _layer(m: int, n: int, dtype, shared_product: bool = True, own_operands: bool = False):
+    """``m`` sums over the same ``n`` operands (``own_operands``: over copies of
+    them, one per sum), each with its own coefficients, written in every form
+    lowering produces; also stores each sum times 2."""
+    p = Program()
+
+    def op(name, *args, payload=None):
+        p.ops.append((name, args, payload))
+        return len(p.ops) - 1
+
+    loads = [op("load", payload=(0, i)) for i in range(n)]
+    shared = op("mul", op("const", payload=3.0), loads[1]) if shared_product else None
+    two = op("const", payload=2.0)
+    sums = []
+    for j in range(m):
+        acc = None
+        if own_operands:
+            loads = [op("mul", op("load", payload=(0, i)), op("const", payload=1.0)) for i in range(n)]
+        for i, v in enumerate(loads):
+            if i == 1 and shared is not None:
+                term, negative = shared, j % 2 == 1  # a product also stored on its own: a bare operand
+            elif i == 2:
+                term, negative = v, j % 3 == 0  # a bare value: coefficient 1
+            else:
+                c = float(rng.choice([rng.standard_normal(), 0.0, -0.0, float(np.finfo(dtype).max) / 4, 0.5]))
+                negative = bool(rng.integers(2))
+                c_id = op("const", payload=c)
+                term = op("mul", c_id, v) if (i + j) % 2 else op("mul", v, c_id)
+            if acc is None:
+                acc = op("neg", term) if negative else term
+            else:
+                acc = op("sub" if negative else "add", acc, term)
+        sums.append(acc)
+    for j, s in enumerate(sums):
+        p.stores.append((0, j, s))
+        p.stores.append((0, m + j, op("mul", s, two)))  # the sums used after the loop
+    if shared is not None:
+        p.stores.append((0, 2 * m, shared))
+    n_out = len(p.stores)
+    spec = KernelSpec(f"dots_{m}x{n}_{np.dtype(dtype).name}_{int(shared_product)}", [("x", (n,))],
+                      [(n_out,)], np.dtype(dtype), "dot chains")
+    return p, spec
+
+
+def _inputs(n: int, samples: int, dtype):
+    x = rng.standard_normal((samples, n)).astype(dtype)
+    with np.errstate(over="ignore"):  # (1e308 in float32: inf)
+        for s in range(1, samples):
+            x[s, rng.integers(n, size=2)] = rng.choice(SPECIAL, size=2)
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m,n", [(9, 8), (16, 12)])
+def test_dot_loops_give_the_tapes_bits_single_and_batched(dtype, m, n):
+    program, spec = _layer(m, n, dtype)
+    groups = find_dots(program, uses(program))
+    assert [len(g.roots) for g in groups] == [m]  # all sums, in one loop
+    assert len(groups[0].operands) == n
+    xs = _inputs(n, 21, dtype)  # 21: whole blocks of samples and a remainder
+    n_out = spec.outputs[0][0]
+    want = np.zeros((len(xs), n_out), dtype)
+    tape = _tape.encode(program, [n], [n_out], dtype)
+    for s, x in enumerate(xs):
+        tape.run(x, want[s])
+    kernel = _load(program, spec, None, spec.name)
+    for s, x in enumerate(xs):
+        got = np.zeros(n_out, dtype)
+        kernel(x, got)
+        assert _same(got, want[s]), (s, got, want[s])
+    batch = _load(program, spec, [True], f"{spec.name}_batch_serial")
+    got = np.zeros_like(want)
+    batch(xs, got)
+    assert _same(got, want)
+
+
+def test_the_loop_replaces_the_straight_line_code():
+    program, spec = _layer(32, 32, np.float64, shared_product=False)
+    prog, layout = from_text(to_text(program, spec))
+    rolled, straight = body_ir("s", prog, layout), body_ir("s", prog, layout, roll=False)
+    assert "llvm.loop.unroll.disable" in rolled
+    assert rolled.count("fmul") < 150 < 1024 <= straight.count("fmul")
+
+
+def test_sums_over_different_operands_or_too_few_stay_straight_line():
+    program, _ = _layer(9, 8, np.float64)
+    assert len(find_dots(program, uses(program))) == 1
+    apart, _ = _layer(9, 8, np.float64, own_operands=True)  # the same sums, no two over the same values
+    assert find_dots(apart, uses(apart)) == []
+    small, _ = _layer(3, 8, np.float64)  # 3 sums of 8 terms: 24 terms, below MIN_WORK
+    assert find_dots(small, uses(small)) == []
+    short, _ = _layer(40, 3, np.float64)  # 3 terms a sum: below MIN_TERMS
+    assert find_dots(short, uses(short)) == []
+
+
+def test_an_mlp_kernel_computes_its_layers_in_loops_with_the_tapes_bits():
+    w1, w2 = rng.standard_normal((6, 24)) / 3, rng.standard_normal((24, 24)) / 5
+    w3 = rng.standard_normal((24, 3))
+
+    def mlp(x):
+        return np.tanh(np.tanh(x @ w1) @ w2) @ w3
+
+    x = rng.standard_normal(6)
+    jac = sj.jacobian(mlp)
+    with sj.compiling("never"):
+        on_tape = jac(x)
+    compiled = dispatch.compiled_for(jac.request, (x,))
+    groups = find_dots(compiled.program, uses(compiled.program))
+    assert sum(len(g.roots) * len(g.operands) for g in groups) >= 24 * 24  # at least the middle layer
+    jac.compile(x)
+    assert jac.info(x).tier == "kernel"
+    assert jac(x).tobytes() == on_tape.tobytes()
+    # and the derivative is the right one
+    h1 = np.tanh(x @ w1)
+    h2 = np.tanh(h1 @ w2)
+    want = (w3.T * (1 - h2**2)) @ (w2.T * (1 - h1**2)) @ w1.T
+    np.testing.assert_allclose(jac(x), want, rtol=1e-12, atol=1e-14)
+    xs = rng.standard_normal((19, 6))
+    batch = sj.vmap(jac)
+    batch.compile(xs)
+    batched = batch(xs)
+    for s in range(len(xs)):
+        assert batched[s].tobytes() == jac(xs[s]).tobytes()
