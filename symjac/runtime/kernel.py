@@ -111,8 +111,11 @@ class Kernel:
                 return self.kernel is not None and not self.wrapped
             in_nd, out_nd = self._ndims
             start = time.perf_counter()
-            try:
-                with native.body_work:  # calls meanwhile let go of the GIL (see native.busy)
+            # until the body serves, calls meanwhile let go of the GIL (see native.busy); the
+            # bookkeeping after the compile too: it writes a file, and each time this thread lets
+            # go of the GIL a caller keeping it would hold it for a whole switch interval
+            with native.body_work:
+                try:
                     if (self._out_of_process and self.n_ops > _compile.SUBPROCESS_OPS
                             and not _compile.on_disk(self.path)
                             and threading.current_thread() is not threading.main_thread()):
@@ -124,19 +127,19 @@ class Kernel:
                     # the bodies' machine code: from the cache, or compiled now
                     compiled = [native.prepare(d) for d in dispatchers]
                     entries = tuple(native.c_entry(d, in_nd, out_nd, self.dtype, self.ranged) for d in dispatchers)
-            except Exception as exc:  # the tape keeps serving; the failure is reported
-                self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
-                return False
-            self._dispatchers = dispatchers
-            self.compile_seconds = time.perf_counter() - start
-            record_compile(self.compile_seconds, None if all(loaded) else any(compiled))
-            if not _compile.on_disk(self.path) and all(native.cached(d) for d in dispatchers):
-                # a later process loads the body at once (the wrapper need not have been compiled:
-                # a short-lived process may end before it is)
-                _compile.mark_compiled(self.path, self.compile_seconds)
-            self.kernels = entries
-            self.kernel = entries[0]
-            self.state = "ready"
+                except Exception as exc:  # the tape keeps serving; the failure is reported
+                    self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
+                    return False
+                self._dispatchers = dispatchers
+                self.compile_seconds = time.perf_counter() - start
+                record_compile(self.compile_seconds, None if all(loaded) else any(compiled))
+                self.kernels = entries
+                self.kernel = entries[0]
+                self.state = "ready"
+                if not _compile.on_disk(self.path) and all(native.cached(d) for d in dispatchers):
+                    # a later process loads the body at once (the wrapper need not have been compiled:
+                    # a short-lived process may end before it is)
+                    _compile.mark_compiled(self.path, self.compile_seconds)
             return True
 
     def load_wrappers(self) -> None:
