@@ -131,3 +131,29 @@ def test_sparse_only_for_jacobian_and_hessian():
         sj.jacobian(tridiagonal, sparse=True, format="coo")
     with pytest.raises(sj.ArgumentError, match="vmap of a sparse"):
         sj.vmap(sj.jacobian(tridiagonal, sparse=True))(np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_sparse_results_are_scipys_own_matrices_each_with_its_own_pattern(fmt):
+    """Results are cloned from a prototype SciPy built and checked once: each
+    must be what SciPy's constructor gives, and independent of the others."""
+    from symjac.runtime.layout import SparseLayout
+
+    def f(x):
+        return x[1:] * x[:-1] + np.sin(x[1:])
+
+    x = np.linspace(0.1, 1.0, 7)
+    J = sj.jacobian(f, sparse=True, format=fmt)
+    a, b = J(x), J(2 * x)
+    layout = SparseLayout(fmt, a.shape, a.indices.copy(), a.indptr.copy())
+    built = layout._construct(a.data.copy())
+    for m in (a, b):
+        assert type(m) is type(built) and set(vars(m)) == set(vars(built))
+        assert m.shape == built.shape and m.has_canonical_format
+        np.testing.assert_array_equal(m.toarray(), sj.jacobian(f)(x if m is a else 2 * x))
+    assert not np.shares_memory(a.indices, b.indices) and not np.shares_memory(a.indptr, b.indptr)
+    a.indices[:] = 0  # a user's change to one result reaches no other
+    assert J(x).toarray().tolist() == built.toarray().tolist()
+    # data of another length (not the layout's): SciPy's constructor, and its error
+    with pytest.raises(ValueError):
+        layout.wrap(np.zeros(a.nnz + 1))
