@@ -382,14 +382,14 @@ def _work() -> None:
         job = _jobs.get()
         try:
             if not _exiting:
-                with _collector_paused():
+                with collector_paused():
                     job()
         finally:
             _jobs.task_done()
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def collector_paused():
     """Python's cyclic garbage collector off during a background compile.  A
     compile allocates many short-lived containers, which set off full
     collections over the traced graph (~0.1 s each, holding the GIL while the

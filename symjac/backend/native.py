@@ -282,7 +282,7 @@ def _optimise() -> None:
             _compile.wait_all()
             if _compile.exiting():
                 continue  # the quick code has served; nothing more to write
-            with _compile._collector_paused(), body_work:
+            with _compile.collector_paused(), body_work:
                 code = compile_object(symbol, kind, text)
                 _write_object(_object_path(symbol), symbol, code)
                 _load(symbol, code)
@@ -437,20 +437,28 @@ def _call_body(builder, symbol: str, args: list) -> None:
     builder.call(builder.bitcast(builder.load(slot), fnty.as_pointer()), args)
 
 
+def _body_codegen(name: str, bounds: int):
+    """The codegen of a wrapper's call to body ``name``: the arrays' data
+    pointers and scalars of the input and output tuples, then ``bounds``
+    integer arguments (a batch body's sample range) as i64."""
+
+    def codegen(context, builder, signature, args):
+        operands = [*_operands(context, builder, signature.args[0], args[0]),
+                    *_operands(context, builder, signature.args[1], args[1])]
+        operands += [context.cast(builder, v, t, types.int64)
+                     for v, t in zip(args[2:2 + bounds], signature.args[2:2 + bounds], strict=True)]
+        _call_body(builder, name, operands)
+        return context.get_dummy_value()
+
+    return codegen
+
+
 @intrinsic(prefer_literal=True)
 def native_call(typingctx, inputs, outputs, symbol):
     """``native_call((inputs...), (outputs...), "symjac_...")``: the body on whole arrays."""
     if not isinstance(symbol, types.StringLiteral):
         return None
-    name = symbol.literal_value
-
-    def codegen(context, builder, signature, args):
-        ins = _operands(context, builder, signature.args[0], args[0])
-        outs = _operands(context, builder, signature.args[1], args[1])
-        _call_body(builder, name, ins + outs)
-        return context.get_dummy_value()
-
-    return types.void(inputs, outputs, symbol), codegen
+    return types.void(inputs, outputs, symbol), _body_codegen(symbol.literal_value, 0)
 
 
 @intrinsic(prefer_literal=True)
@@ -459,16 +467,7 @@ def native_range(typingctx, inputs, outputs, start, stop, symbol):
     batch body on samples ``start <= i < stop``."""
     if not isinstance(symbol, types.StringLiteral):
         return None
-    name = symbol.literal_value
-
-    def codegen(context, builder, signature, args):
-        ins = _operands(context, builder, signature.args[0], args[0])
-        outs = _operands(context, builder, signature.args[1], args[1])
-        bounds = [context.cast(builder, v, t, types.int64) for v, t in zip(args[2:4], signature.args[2:4], strict=True)]
-        _call_body(builder, name, ins + outs + bounds)
-        return context.get_dummy_value()
-
-    return types.void(inputs, outputs, start, stop, symbol), codegen
+    return types.void(inputs, outputs, start, stop, symbol), _body_codegen(symbol.literal_value, 2)
 
 
 @intrinsic
