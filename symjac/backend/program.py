@@ -16,6 +16,7 @@ emitter in any process.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -56,7 +57,8 @@ class _Lowering:
         return len(self.program.ops) - 1
 
     def const(self, value: float) -> int:
-        key = (float(value), np.signbit(value))
+        value = float(value)
+        key = (value, math.copysign(1.0, value) < 0)
         if key not in self.consts:
             self.consts[key] = self.emit("const", (), float(value))
         return self.consts[key]
