@@ -68,6 +68,9 @@ class VectorEmitter(TextEmitter):
     def vtype(self) -> str:
         return self.vt
 
+    def fresh_emitter(self) -> VectorEmitter:
+        return VectorEmitter(self.t, self.prefix, self.width)
+
     # ----- lanes -----
 
     def splat(self, scalar: str) -> str:
@@ -352,11 +355,13 @@ def batch_body_ir(symbol: str, program: Program, layout: Layout, roll: bool = Tr
         "}",
         "",
         _driver(symbol, layout, ftype, width, kinds, outer),
+        *e.functions.values(),
         *e.declarations.values(),
         "",
         "attributes #0 = { nobuiltin nounwind memory(none) }",
         "attributes #1 = { nounwind }",
         "attributes #2 = { nounwind noinline }",
+        "attributes #3 = { nounwind noinline memory(none) }",
         "",
         *e.metadata,
         "",
