@@ -218,19 +218,52 @@ def busy() -> bool:
 
 
 class _BodyWork:
-    def __enter__(self):
+    """Counts the threads compiling or loading a body, but for their stretches of pure Python."""
+
+    def __init__(self):
+        self.local = threading.local()
+
+    def _count(self, step: int) -> None:
         global _body_work
         with _lock:
-            _body_work += 1
+            _body_work += step
+
+    def __enter__(self):
+        depth = getattr(self.local, "depth", 0)
+        self.local.depth = depth + 1
+        if depth == 0 and not getattr(self.local, "python", 0):
+            self._count(1)
 
     def __exit__(self, *exc):
-        global _body_work
-        with _lock:
-            _body_work -= 1
+        self.local.depth -= 1
+        if self.local.depth == 0 and not getattr(self.local, "python", 0):
+            self._count(-1)
+
+
+class _PythonWork:
+    def __init__(self, work: _BodyWork):
+        self.work = work
+
+    def __enter__(self):
+        local = self.work.local
+        local.python = getattr(local, "python", 0) + 1
+        if local.python == 1 and getattr(local, "depth", 0):
+            self.work._count(-1)
+
+    def __exit__(self, *exc):
+        local = self.work.local
+        local.python -= 1
+        if local.python == 0 and getattr(local, "depth", 0):
+            self.work._count(1)
 
 
 #: ``with body_work:`` around compiling or loading bodies (see :func:`busy`)
 body_work = _BodyWork()
+#: ``with python_work:`` (inside ``body_work``) around a stretch of pure Python, such as
+#: writing a body's IR: a caller that let go of the GIL for each call would get it back only
+#: every switch interval (5 ms) while this thread runs Python; keeping it, the two threads
+#: share the GIL by turns (the caller's calls take about twice as long meanwhile)
+python_work = _PythonWork(body_work)
 
 
 def ensure(symbol: str, kind: str, text: str) -> bool:
@@ -249,10 +282,11 @@ def ensure(symbol: str, kind: str, text: str) -> bool:
         code = _read_object(path, symbol)
         compiled = code is None
         if compiled:
-            source = _source(symbol, kind, text)
-            quick = kind != "vm" and QUICK_LINES is not None and source.count("\n") > QUICK_LINES
-            if quick and kind == "batch":  # the quick code of a vector batch body: its sample loop
-                source = _source(symbol, kind, text, vectors=False)
+            with python_work:
+                source = _source(symbol, kind, text)
+                quick = kind != "vm" and QUICK_LINES is not None and source.count("\n") > QUICK_LINES
+                if quick and kind == "batch":  # the quick code of a vector batch body: its sample loop
+                    source = _source(symbol, kind, text, vectors=False)
             code = compile_object(symbol, kind, text, quick=quick, source=source)
             if quick:
                 _quick.add(symbol)

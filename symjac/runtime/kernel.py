@@ -121,8 +121,9 @@ class Kernel:
                             and threading.current_thread() is not threading.main_thread()):
                         # Numba's Python-level work would compete with the caller for the GIL
                         _compile.compile_in_subprocess(self.path, self.entry_points[0], in_nd, out_nd, self.dtype)
-                    dispatchers = [_compile.load_function(self.path, name, lambda: self.module)
-                                   for name in self.entry_points]
+                    with native.python_work:  # (importing the kernel module: Python)
+                        dispatchers = [_compile.load_function(self.path, name, lambda: self.module)
+                                       for name in self.entry_points]
                     loaded = [native.symbol_loaded(d) for d in dispatchers]
                     # the bodies' machine code: from the cache, or compiled now
                     compiled = [native.prepare(d) for d in dispatchers]
