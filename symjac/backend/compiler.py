@@ -390,12 +390,14 @@ def _work() -> None:
 
 @contextlib.contextmanager
 def collector_paused():
-    """Python's cyclic garbage collector off during a background compile.  A
-    compile allocates many short-lived containers, which set off full
-    collections over the traced graph (~0.1 s each, holding the GIL while the
-    caller's tape calls wait); measured on a 1,913-operation Jacobian, the
-    longest tape call during the compile fell from 100-200 ms to 17-30 ms.
-    Garbage made meanwhile is collected once it is back on."""
+    """Python's cyclic garbage collector off during a background compile (and
+    a program's build, ``runtime.build``).  A compile allocates many
+    short-lived containers, which set off full collections over the traced
+    graph (~0.1 s each, holding the GIL while the caller's tape calls wait);
+    measured on a 1,913-operation Jacobian, the longest tape call during the
+    compile fell from 100-200 ms to 17-30 ms.  Garbage made meanwhile is
+    collected once it is back on (not at once: when the next collection
+    comes)."""
     if not gc.isenabled():
         yield
         return
