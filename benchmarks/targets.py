@@ -261,8 +261,27 @@ def run_all(out_dir: Path, quick: bool, log=print) -> dict:
     results["build"] = {name: child("build", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "build")},
                                     problem=name, n=0)
                         for name in ("recurrence", "tanh_chain")}
+    log("target: kernel ready in fresh processes (tanh(A@x) Jacobian, MLP Jacobian, 20-body gradient)")
+    results["ready"] = ready_all(1 if quick else 3)
     results["quick"] = quick
     return results
+
+
+def ready_all(repeats: int) -> dict:
+    """``benchmarks.kernel_ready``'s three functions, each in ``repeats`` fresh
+    processes with empty caches: per function the runs' results."""
+    from . import kernel_ready
+
+    out: dict = {}
+    for name in ("tanh_Ax", "mlp", "nbody"):
+        runs = []
+        for _ in range(repeats):
+            try:
+                runs.append(kernel_ready.run_one(name, "auto", warm_vm=False))
+            except (RuntimeError, ValueError) as exc:
+                runs.append({"error": str(exc)[-500:]})
+        out[name] = runs
+    return out
 
 
 if __name__ == "__main__":

@@ -69,3 +69,18 @@ def test_finite_difference_reference_without_autograd(monkeypatch):
     exact = np.array([[-10.0, 10.0, 0.0], [28.0 - z, -1.0, -x], [y, x, -8.0 / 3.0]])
     monkeypatch.setattr(reference, "_with_autograd", lambda: None)
     assert reference.max_error(reference.reference(problem, "jacobian", problem.args), exact) < 1e-6
+
+
+def test_kernel_ready_rows_report_medians_and_verdicts():
+    def run(first, ready, during, own):
+        return {"n_ops": 1913, "first_call_s": first, "kernel_ready_s": ready,
+                "tape_call_during_us": during, "tape_call_us": own}
+
+    rows = report.ready_rows({"tanh_Ax": [run(0.2, 0.3, 30, 20), run(0.2, 0.9, 90, 20), run(0.1, 0.3, 25, 20)],
+                              "mlp": [{"error": "boom"}]})
+    after, starving, failed = rows
+    assert after[2].startswith("0.20 s") and after[3] == report._verdict(True)  # median of 0.1, 0.7, 0.2
+    assert starving[2].startswith("1.5×") and starving[3] == report._verdict(True)  # median of 1.5, 4.5, 1.25
+    assert "failed: boom" in failed[2]
+    slow = report.ready_rows({"mlp": [run(0.5, 1.2, 100, 20)]})
+    assert slow[0][3] == report._verdict(False) and slow[1][3] == report._verdict(False)
