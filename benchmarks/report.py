@@ -118,6 +118,27 @@ def target_rows(t: dict) -> list[tuple[str, str, str, str]]:
             rows.append((f"Jacobian built (compile excluded): {label}", "≤ 1 s",
                          f"{r['seconds']:.2f} s ({r['n_ops']} operations)", _verdict(r["seconds"] <= 1.0)))
     rows += ready_rows(t.get("ready", {}))
+    rows += batch_rows(t.get("batches", {}))
+    return rows
+
+
+BATCH_LABELS = {"mlp": "MLP 8→32→32→4 per-sample input Jacobians", "sigmoid_bce": "sigmoid-BCE per-sample Jacobians",
+                "kinetics": "kinetics per-sample Jacobians"}
+
+
+def batch_rows(batches: dict) -> list[tuple[str, str, str, str]]:
+    """symjac vs JAX on the batch cells, both cores, timed side by side."""
+    if "error" in batches:
+        return [("per-sample batches vs JAX, side by side", "", f"failed: {batches['error'][:200]}", _verdict(None))]
+    rows = []
+    for name, r in batches.items():
+        times = r["times"]
+        if "jax" not in times:
+            continue
+        s, j = times["symjac"]["median"], times["jax"]["median"]
+        rows.append((f"{BATCH_LABELS.get(name, name)}, {r['batch']:,} samples, both cores: vs JAX "
+                     "jit(vmap(jacfwd or jacrev, the cheaper)), side by side", "≥ 1.5×",
+                     f"{j / s:.2f}× (symjac {_rate(r['batch'] / s)}, JAX {_rate(r['batch'] / j)})", _verdict(j / s >= 1.5)))
     return rows
 
 

@@ -187,8 +187,39 @@ def task_build(opts) -> dict:
             "max_error": _error(p, opts.product, result, args) if p.n_in <= 1000 else None}
 
 
+def task_batches(opts) -> dict:
+    """Per-sample products of the matrix's batch cells (MLP, sigmoid-BCE,
+    kinetics), symjac and JAX on both cores, timed side by side in interleaved
+    rounds (the matrix times each system in its own process, at another
+    moment: on a shared machine whose second core scales differently from
+    minute to minute, those ratios drift)."""
+    import symjac as sj
+
+    from . import problems as all_problems
+
+    jax = load("jax")
+    out = {}
+    for name in ("mlp", "sigmoid_bce", "kinetics"):
+        p = getattr(all_problems, name)()
+        b = p.batch
+        V = sj.vmap(getattr(sj, b.transform)(p.make(np)), in_axes=b.in_axes)
+        V.compile(*b.args)
+        sj.wait_for_kernels()
+        contenders = {"symjac": lambda V=V, a=b.args: V(*a)}
+        errors = {"symjac": _error(p, "batch", V(*b.args))}
+        if jax is not None:
+            jax.setup(None)
+            call = jax.prepare(p, "batch").call
+            contenders["jax"] = lambda call=call, a=b.args: call(*a)
+            errors["jax"] = _error(p, "batch", call(*b.args))
+        size = next(len(a) for a, axis in zip(b.args, b.in_axes, strict=True) if axis == 0)
+        out[name] = {"batch": size, "times": timing.side_by_side(contenders, rounds=opts.rounds),
+                     "errors": errors}
+    return out
+
+
 TASKS = {"throughput": task_throughput, "single": task_single, "firstcall": task_firstcall,
-         "steady": task_steady, "build": task_build}
+         "steady": task_steady, "build": task_build, "batches": task_batches}
 
 
 def main() -> None:
@@ -261,6 +292,8 @@ def run_all(out_dir: Path, quick: bool, log=print) -> dict:
     results["build"] = {name: child("build", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "build")},
                                     problem=name, n=0)
                         for name in ("recurrence", "tanh_chain")}
+    log("target: per-sample batches, symjac and JAX side by side")
+    results["batches"] = child("batches", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "batches")}, rounds=rounds)
     log("target: kernel ready in fresh processes (tanh(A@x) Jacobian, MLP Jacobian, 20-body gradient)")
     results["ready"] = ready_all(1 if quick else 3)
     results["quick"] = quick
