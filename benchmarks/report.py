@@ -132,6 +132,8 @@ def batch_rows(batches: dict) -> list[tuple[str, str, str, str]]:
         return [("per-sample batches vs JAX, side by side", "", f"failed: {batches['error'][:200]}", _verdict(None))]
     rows = []
     for name, r in batches.items():
+        if not isinstance(r, dict) or "times" not in r:  # (the child's process_s)
+            continue
         times = r["times"]
         if "jax" not in times:
             continue

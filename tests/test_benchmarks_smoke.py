@@ -84,3 +84,13 @@ def test_kernel_ready_rows_report_medians_and_verdicts():
     assert "failed: boom" in failed[2]
     slow = report.ready_rows({"mlp": [run(0.5, 1.2, 100, 20)]})
     assert slow[0][3] == report._verdict(False) and slow[1][3] == report._verdict(False)
+
+
+def test_batch_rows_compare_side_by_side_medians():
+    def r(s, j):
+        return {"batch": 100, "times": {"symjac": {"median": s}, "jax": {"median": j}}}
+
+    rows = report.batch_rows({"mlp": r(1.0, 2.0), "kinetics": r(1.0, 1.2), "process_s": 3.5})
+    assert [row[3] for row in rows] == [report._verdict(True), report._verdict(False)]
+    assert rows[0][2].startswith("2.00×")
+    assert "failed: boom" in report.batch_rows({"error": "boom"})[0][2]
