@@ -114,8 +114,9 @@ class TextEmitter:
         return TextEmitter(self.t, self.prefix)
 
     def apply(self, record, *args: str) -> str:
-        """``record`` on ``args``: its code here, or a call of its code written
-        once as an internal function (records longer than OUTLINE_LINES)."""
+        """``record`` on ``args``: its code here, or, for the records in
+        ``outline`` (long ones the program uses often: see OUTLINE_USES), a
+        call of its code written once as an internal function."""
         if record.name not in self.outline:
             return record.emit(self, *args)
         name = f"@{self.prefix}.{record.name}.{'v' if self.vtype != self.t else 's'}"
