@@ -10,7 +10,8 @@ from the start of the first call until a kernel serves, the compile's wall and
 CPU seconds (the compiling thread's own CPU time: what it takes on an idle
 core; on a loaded machine the wall time is longer), the tape's per-call time
 while the kernel compiles (the mean: calls made / time spent in them) compared
-with the tape's own speed afterwards (the starving ratio), and the steady per-call time of the kernel.  ``--warm-vm`` leaves the tape interpreter's
+with the tape's own speed through the same call (measured in another fresh
+process that never compiles: the starving ratio), and the steady per-call time of the kernel.  ``--warm-vm`` leaves the tape interpreter's
 machine code in the cache (compiled once per installation); by default the
 cache is completely empty.  Not a test: the numbers depend on the machine.
 """
@@ -57,6 +58,17 @@ c0 = time.thread_time()
 transform(*args)
 first = time.perf_counter() - t0
 first_cpu = time.thread_time() - c0
+
+def per_call(fn, n=2000):
+    fn()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
+
+if mode == "never":  # the tape's own speed, through the same call as the calls made during a compile
+    print(json.dumps(dict(name=name, tape_call_us=1e6 * min(per_call(lambda: transform(*args), 500) for _ in range(5)))))
+    raise SystemExit
 during = []
 while transform.info(*args).tier != "kernel":
     if transform.info(*args).state == "failed":
@@ -67,24 +79,12 @@ while transform.info(*args).tier != "kernel":
 ready = time.perf_counter() - t0
 info = transform.info(*args)
 sj.wait_for_kernels()  # the steady speed: through the Numba wrapper, optimised code
-
-def per_call(fn, n=2000):
-    fn()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t) / n
-
 steady = min(per_call(lambda: transform(*args)) for _ in range(3))
-compiled = sj.runtime.dispatch.compiled_for(transform.request, args)
-flat = np.concatenate([np.ravel(a) for a in args]).astype(compiled.dtype)
-buf = np.zeros(compiled.out_offsets.total, compiled.dtype)
-tape = min(per_call(lambda: compiled.tape.run(flat, buf)) for _ in range(3))
 print(json.dumps(dict(name=name, import_s=imported - start, first_call_s=first, kernel_ready_s=ready,
                       first_call_cpu_s=first_cpu, compile_cpu_s=cpu.get("compile_cpu_s"),
                       n_ops=info.n_ops, compile_s=info.compile_seconds, tape_calls_during=len(during),
                       tape_call_during_us=1e6 * float(np.mean(during)) if during else None,
-                      tape_call_us=1e6 * tape, kernel_call_us=1e6 * steady)))
+                      kernel_call_us=1e6 * steady)))
 """
 
 
@@ -96,10 +96,14 @@ def run_one(name: str, mode: str, warm_vm: bool) -> dict:
         if warm_vm:
             subprocess.run([sys.executable, "-c", "import numpy, symjac.backend.tape as t; t.ensure_ready(numpy.float64)"],
                            env=env, check=True)
-        out = subprocess.run([sys.executable, "-c", CHILD, name, mode], env=env, capture_output=True, text=True)
-        if out.returncode:
-            raise RuntimeError(out.stderr[-2000:])
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        result = {}
+        for child_mode in (mode, "never"):  # then the tape's own speed, in a process that never compiles
+            out = subprocess.run([sys.executable, "-c", CHILD, name, child_mode], env=env, capture_output=True,
+                                 text=True)
+            if out.returncode:
+                raise RuntimeError(out.stderr[-2000:])
+            result.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        return result
 
 
 def main(argv=None) -> int:

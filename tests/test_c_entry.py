@@ -4,6 +4,9 @@ first compile in a process takes ~0.5 s, and a kernel no longer waits for it).
 Both ways give the same bits, check arguments as the wrapper does, and calls
 made while a body compiles let go of the GIL."""
 
+import sys
+import threading
+
 import numpy as np
 import pytest
 
@@ -36,6 +39,7 @@ def test_the_body_serves_through_its_c_entry_then_the_wrapper_with_the_same_bits
     np.testing.assert_array_equal(jac(x, np.float32(a)), want)  # a scalar of another type: converted
     np.testing.assert_array_equal(jac(x[::-1].copy()[::-1], a), want)  # strided: converted
     compiled.load_wrappers()
+    assert compiled.info().error is None, compiled.info().error
     assert compiled.info().call == "numba" and not isinstance(compiled.kernel, native.CEntry)
     np.testing.assert_array_equal(jac(x, a), want)
 
@@ -162,3 +166,35 @@ def test_calls_while_a_body_compiles_let_go_of_the_gil_and_give_the_same_bits(mo
             entry(x, result)
         np.testing.assert_array_equal(result, want)
     assert seen == [1, 0]  # CFUNCTYPE (no GIL) while busy, PYFUNCTYPE afterwards
+
+
+def test_body_work_shortens_the_switch_interval_and_restores_it():
+    """While any thread compiles or loads a body (its stretches of Python
+    included), a thread waiting for the GIL gets it within
+    ``native.SWITCH_SECONDS``; afterwards the interval is what it was, unless
+    somebody changed it meanwhile."""
+    before = sys.getswitchinterval()
+    assert before > native.SWITCH_SECONDS
+
+    def short() -> bool:  # (the interpreter keeps whole microseconds)
+        return abs(sys.getswitchinterval() - native.SWITCH_SECONDS) < 2e-6
+
+    try:
+        with native.body_work:
+            assert short()
+            with native.python_work:  # (not busy, but still compiling)
+                assert not native.busy()
+                assert short()
+            with native.body_work:  # nested: one thread
+                pass
+            assert short()
+            other = threading.Thread(target=lambda: native.body_work.__enter__() or native.body_work.__exit__())
+            other.start()
+            other.join()  # another thread leaving does not end this one's short interval
+            assert short()
+        assert sys.getswitchinterval() == before
+        with native.body_work:
+            sys.setswitchinterval(0.01)  # the program's own choice is kept
+        assert sys.getswitchinterval() == 0.01
+    finally:
+        sys.setswitchinterval(before)
