@@ -7,6 +7,7 @@ in the same order, so they return the same bits.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +45,9 @@ class Compiled(Kernel):
         # each output has a slot of max(1, size) entries in the kernel's buffer
         self.out_sizes = [int(np.prod(s)) if s else 1 for s in self.out_shapes]
         self.out_offsets = Offsets(self.out_sizes)
+        # (slot, entries, shape, dtype to convert to or None) of each output, for shaped()
+        self._shaping = [(slot, math.prod(shape), shape, None if odt == self.dtype else odt)
+                         for slot, shape, odt in zip(self.out_sizes, self.out_shapes, self.out_dtypes, strict=True)]
         self.template = template
         self.tape = tape
         self.n_ops = tape.n_ops
@@ -208,12 +212,12 @@ class Compiled(Kernel):
     def shaped(self, outs: list, batch: tuple = ()) -> list:
         """Kernel output slots as the result's arrays (``batch``: leading axes)."""
         results = []
-        for out, slot, shape, odt in zip(outs, self.out_sizes, self.out_shapes, self.out_dtypes, strict=True):
-            if odt != self.dtype:
-                out = out.astype(odt)
-            # slots hold max(1, size) entries: an output with no entries (the sparse
-            # Jacobian of a constant) takes none of its slot
-            out = out.reshape(batch + (slot,))[..., : int(np.prod(shape))].reshape(batch + shape)
+        for out, (slot, count, shape, convert) in zip(outs, self._shaping, strict=True):
+            if convert is not None:
+                out = out.astype(convert)
+            if count != slot:  # an output with no entries (the sparse Jacobian of a constant): none of its slot
+                out = out.reshape(batch + (slot,))[..., :count]
+            out = out.reshape(batch + shape)
             results.append(out[()] if not batch and shape == () else out)
         return results
 
