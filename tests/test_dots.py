@@ -13,6 +13,7 @@ import pytest
 from test_vector import _load, _same
 
 import symjac as sj
+from symjac.backend import printer
 from symjac.backend import tape as _tape
 from symjac.backend.dots import find_dots
 from symjac.backend.emit import body_ir
@@ -97,6 +98,28 @@ def test_dot_loops_give_the_tapes_bits_single_and_batched(dtype, m, n):
     got = np.zeros_like(want)
     batch(xs, got)
     assert _same(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_rendering_shows_the_loops_and_runs_to_the_tapes_bits(dtype):
+    """``.source()`` shows what runs: a dense layer is a loop over a table, and
+    the rendering, run as Python, computes the kernel's bits."""
+    m, n = 9, 8
+    program, spec = _layer(m, n, dtype)
+    text = printer.render(program, spec)
+    assert text.count("dense layer") == 1 and f"for _i in range(1, {n}):" in text
+    straight = printer.render(program, spec, roll=False)  # (each sum written out)
+    assert "dense layer" not in straight and text.count(" * ") < straight.count(" * ") // 4
+    namespace: dict = {}
+    exec(compile(text, "<rendering>", "exec"), namespace)
+    n_out = spec.outputs[0][0]
+    tape = _tape.encode(program, [n], [n_out], dtype)
+    for x in _inputs(n, 9, dtype):
+        want, got = np.zeros(n_out, dtype), np.zeros(n_out, dtype)
+        tape.run(x, want)
+        with np.errstate(all="ignore"):
+            namespace[spec.name](x, got)
+        assert _same(got, want), (x, got, want)
 
 
 def test_the_loop_replaces_the_straight_line_code():

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..ir import ops as _ops
+from .dots import find_dots
 from .program import KernelSpec, Program, uses
 from .reroll import find_loops
 
@@ -58,13 +59,17 @@ class Names:
                 yield name
 
 
-def literal(value: float, dtype, np_name: str = "np") -> str:
+def _number(value: float, np_name: str) -> str:
+    """A float as Python text (``np.nan``, ``-np.inf`` for the values repr cannot write)."""
     if np.isnan(value):
-        text = f"{np_name}.nan"
-    elif np.isinf(value):
-        text = f"{np_name}.inf" if value > 0 else f"-{np_name}.inf"
-    else:
-        text = repr(float(value))
+        return f"{np_name}.nan"
+    if np.isinf(value):
+        return f"{np_name}.inf" if value > 0 else f"-{np_name}.inf"
+    return repr(float(value))
+
+
+def literal(value: float, dtype, np_name: str = "np") -> str:
+    text = _number(value, np_name)
     return f"{np_name}.float32({text})" if np.dtype(dtype) == np.float32 else text
 
 
@@ -221,8 +226,14 @@ class _Printer:
     def run(self) -> list[str]:
         loops = find_loops(self.program, self.uses) if self.roll else []
         covered = set().union(*(grp.covered for grp in loops)) if loops else set()
+        dots = find_dots(self.program, self.uses, covered) if self.roll else []
+        for grp in dots:
+            covered |= grp.covered
+        dot_at = {grp.at: (number, grp) for number, grp in enumerate(dots)}
         rolled = {pos for grp in loops for pos in grp.stores}
         for k in range(len(self.program.ops)):
+            if k in dot_at:
+                self.dot(*dot_at[k])
             if k not in covered:
                 self.emit(k, self.lines, self.temps)
         for pos, (out, flat, value) in enumerate(self.program.stores):
@@ -265,6 +276,31 @@ class _Printer:
         self.lines.append(f"for {self.k} in range({len(grp.outs)}):")
         self.lines.extend("    " + line for line in body)
 
+    def dot(self, number: int, grp) -> None:
+        """One dot group (a dense layer, ``dots.py``) as the kernel runs it: each
+        sum folded left over a row of a coefficient table (a module global),
+        each term's sign in its coefficient, the first term multiplied too."""
+        np_, dtype = self.np, np.dtype(self.spec.dtype).name
+        n, m = len(grp.operands), len(grp.roots)
+        table = self.names.fresh(f"_D{number}")
+        rows = ", ".join("[" + ", ".join(_number(c, np_) for c in row) + "]" for row in grp.coeffs)
+        self.globals.append(f"{table} = {np_}.array([{rows}], dtype={np_}.{dtype})")
+        values, sums = self.names.fresh(f"_v{number}"), self.names.fresh(f"_s{number}")
+        acc, i = self.names.fresh("_acc"), self.names.fresh("_i")
+        k = self.k
+        self.lines += [
+            f"# {m} sums over the same {n} values (a dense layer), as loops over the coefficient table {table}",
+            f"{values} = {np_}.array([{', '.join(self.operand(v, 0) for v in grp.operands)}], dtype={np_}.{dtype})",
+            f"{sums} = {np_}.empty({m}, dtype={np_}.{dtype})",
+            f"for {k} in range({m}):",
+            f"    {acc} = {table}[{k}, 0] * {values}[0]",
+            f"    for {i} in range(1, {n}):",
+            f"        {acc} = {acc} + {table}[{k}, {i}] * {values}[{i}]",
+            f"    {sums}[{k}] = {acc}",
+        ]
+        for j, root in enumerate(grp.roots):
+            self.text[root], self.depth[root] = (f"{sums}[{j}]", _ATOM), 0
+
     def constants(self, out: int, items: list[tuple[int, float]]) -> None:
         """Constant output entries: a line each when few, else loops over
         progressions or index tables."""
@@ -285,7 +321,7 @@ class _Printer:
             return
         idx, val = self.names.fresh(f"_C{out}_IDX"), self.names.fresh(f"_C{out}_VAL")
         self.globals.append(f"{idx} = {np_}.array([{', '.join(str(f) for f, _ in items)}], dtype={np_}.int64)")
-        self.globals.append(f"{val} = {np_}.array([{', '.join(repr(float(v)) for _, v in items)}], dtype={np_}.{dtype})")
+        self.globals.append(f"{val} = {np_}.array([{', '.join(_number(v, np_) for _, v in items)}], dtype={np_}.{dtype})")
         self.lines += [f"for {self.k} in range({len(items)}):", f"    {flat}{idx}[{self.k}]] = {val}[{self.k}]"]
 
 
