@@ -16,7 +16,7 @@ import symjac as sj
 from symjac.backend import printer
 from symjac.backend import tape as _tape
 from symjac.backend.dots import find_dots
-from symjac.backend.emit import body_ir
+from symjac.backend.emit import TextEmitter, body_ir
 from symjac.backend.program import KernelSpec, Program, from_text, to_text, uses
 from symjac.runtime import dispatch
 
@@ -169,3 +169,18 @@ def test_an_mlp_kernel_computes_its_layers_in_loops_with_the_tapes_bits():
     batched = batch(xs)
     for s in range(len(xs)):
         assert batched[s].tobytes() == jac(xs[s]).tobytes()
+
+
+def test_tables_of_the_same_bits_are_one_global():
+    e = TextEmitter("double", "m")
+    a = e.table([1.5, -2.0, 0.0], "double")
+    assert e.table([1.5, -2.0, 0.0], "double") == a and len(e.globals) == 1
+    assert e.table([1.5, -2.0, -0.0], "double") != a  # equal as numbers, not as bits
+    assert e.table([1, 2], "i64") != e.table([1.0, 2.0], "double")
+    assert len(e.globals) == 4
+    # an outlined record's function shares them: one module
+    program, spec = _layer(16, 12, np.float64)
+    prog, layout = from_text(to_text(program, spec))
+    text = body_ir("s", prog, layout)
+    constants = [line.split(" = ", 1)[1] for line in text.splitlines() if "private unnamed_addr constant" in line]
+    assert len(constants) == len(set(constants))

@@ -60,6 +60,7 @@ class TextEmitter:
         self.suffix = "f" if ftype == "float" else ""
         self.lines: list[str] = []
         self.globals: list[str] = []
+        self.tables: dict[str, str] = {}  # a constant array's text -> its global's name
         self.declarations: dict[str, str] = {}
         self.buffers: dict[str, int] = {}  # stack buffers of values (allocated at entry): name -> length
         self.metadata: list[str] = []
@@ -99,10 +100,15 @@ class TextEmitter:
         self.lines.append(f"  store {self.t} {value}, ptr {at}")
 
     def table(self, values: list, ty: str) -> str:
-        """A constant global array; returns its name."""
-        name = f"@{self.prefix}.t{len(self.globals)}"
+        """A constant global array; returns its name.  Arrays of the same bits
+        are one global (the tables of groups over the same weights: the MLP
+        Jacobian body's IR text 263 -> 242 kB)."""
         items = ", ".join(f"{ty} {float_literal(v, ty) if ty != 'i64' else int(v)}" for v in values)
-        self.globals.append(f"{name} = private unnamed_addr constant [{len(values)} x {ty}] [{items}]")
+        constant = f"[{len(values)} x {ty}] [{items}]"
+        name = self.tables.get(constant)
+        if name is None:
+            name = self.tables[constant] = f"@{self.prefix}.t{len(self.globals)}"
+            self.globals.append(f"{name} = private unnamed_addr constant {constant}")
         return name
 
     def lookup(self, table: str, n: int, index: str, ty: str) -> str:
@@ -122,7 +128,8 @@ class TextEmitter:
         name = f"@{self.prefix}.{record.name}.{'v' if self.vtype != self.t else 's'}"
         if name not in self.functions:
             body = self.fresh_emitter()
-            body.globals, body.declarations, body.functions = self.globals, self.declarations, self.functions
+            body.globals, body.tables = self.globals, self.tables
+            body.declarations, body.functions = self.declarations, self.functions
             params = [f"%p{j}" for j in range(len(args))]
             result = record.emit(body, *params)
             self.functions[name] = "\n".join([
