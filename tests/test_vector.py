@@ -3,6 +3,8 @@ on blocks of samples gives the per-sample kernel's bits and NumPy's values;
 batch sizes around the block width, both dtypes, special values, batched and
 shared inputs mixed, the serial and the parallel sample loop."""
 
+import ctypes
+
 import numpy as np
 import pytest
 from test_ops import _agree, _program
@@ -232,3 +234,35 @@ def test_own_elementary_functions_are_within_their_ulps_and_the_same_everywhere(
     with sj.compiling("sync"):
         out = sj.vmap(sj.jit(fn))(special)
     assert out.tobytes()[: 4 * special.itemsize] == fn(special[:4]).tobytes() and np.isnan(out[4])
+
+
+def test_small_batch_bodies_run_unrolled_blocks_of_samples_over_any_range():
+    """A small batch body (``emit.UNROLL_WORK``) runs whole blocks of
+    ``UNROLL_SAMPLES`` samples written out, then the rest: every range
+    ``start..stop`` gives each sample the single kernel's bits, writes its
+    structural zeros and constants, and touches no sample outside the range."""
+    from symjac.backend import emit
+
+    def lorenz(u):
+        x, y, z = u[0], u[1], u[2]
+        return np.stack([10.0 * (y - x), x * (28.0 - z) - y, x * y - (8.0 / 3.0) * z])
+
+    X = np.random.default_rng(5).standard_normal((23, 3)) * 10
+    X[3] = [np.nan, -0.0, np.inf]
+    V = sj.vmap(sj.jacobian(lorenz))
+    V.compile(X)
+    with sj.compiling("never"):
+        want = np.stack([sj.jacobian(lorenz)(x) for x in X])
+    assert _same(V(X), want)
+    program = V._fast[2]  # (the batch program the call used)
+    assert program.info().tier == "kernel"
+    assert "sdiv i64" in V.source(X, llvm=True)  # the block loop
+    assert len(program.compiled.program.ops) + len(program.compiled.program.stores) <= emit.UNROLL_WORK
+    symbol = native._bodies(program.kernel)[0][0]
+    body = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        native._slot(symbol).value)
+    for start, stop in [(0, 23), (0, 4), (1, 4), (2, 11), (5, 5), (7, 23), (22, 23)]:
+        out = np.full((23, 3, 3), 7.0)
+        body(X.ctypes.data, out.ctypes.data, start, stop)
+        assert _same(out[start:stop], want[start:stop]), (start, stop)
+        assert (np.delete(out, np.s_[start:stop], axis=0) == 7.0).all()  # nothing else written

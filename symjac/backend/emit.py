@@ -42,6 +42,13 @@ OUTLINE_LINES = 24
 OUTLINE_USES = 16
 #: a batch sample with more unwritten entries than this is zeroed with memset first
 MEMSET_ZEROS = 32
+#: batch bodies of at most this many operations and stores run their samples
+#: UNROLL_SAMPLES at a time, written out, their stores in address order: a
+#: small body's batch is bound by its stores, which LLVM then joins into vector
+#: stores across samples (100,000 Lorenz Jacobians, serial loop: 148 -> 127 µs;
+#: a hand-written Numba loop 143 µs)
+UNROLL_WORK = 48
+UNROLL_SAMPLES = 4
 _PREDICATE = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
 
 
@@ -302,8 +309,10 @@ def _index(e: TextEmitter, values: list[int], k: str) -> str:
     return e.lookup(e.table(values, "i64"), len(values), k, "i64")
 
 
-def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True, consts: bool = True) -> None:
-    """Emit ``program``: every store, and the constant stores unless ``consts`` is False.
+def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True, consts: bool = True,
+                 zeros: list[tuple[int, int]] = ()) -> None:
+    """Emit ``program``: every store, and the constant stores unless ``consts``
+    is False; ``zeros``: entries ``(output, flat index)`` to write 0 in too.
 
     With ``roll``: output entries the reroller finds become loops over index
     tables, and sums over shared operands (dense layers) loops over
@@ -346,19 +355,25 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
                 values[k] = e.number(payload)
         else:
             values[k] = e.apply(records[op], *(values[a] for a in args))
-    for pos, (out, flat, value) in enumerate(program.stores):
-        if pos not in rolled:
-            frame.store(out, str(flat), values[value])
-    for grp in loops:
-        e.loop("0", str(len(grp.outs)), lambda k, grp=grp: _loop_body(e, program, grp, frame, k))
+    # the straight-line stores in address order, constants and zeros among them: LLVM
+    # joins neighbours into vector stores (see UNROLL_SAMPLES)
+    writes = [(out, flat, values[value]) for pos, (out, flat, value) in enumerate(program.stores)
+              if pos not in rolled]
+    writes += [(out, flat, e.const(0.0)) for out, flat in zeros]
     by_output: dict[int, list] = {}
     for out, flat, value in program.const_stores if consts else ():
         by_output.setdefault(out, []).append((flat, value))
-    for out, items in sorted(by_output.items()):
+    tabled = {}
+    for out, items in by_output.items():
         if len(items) <= CONST_TABLE:
-            for flat, value in items:
-                frame.store(out, str(flat), e.const(value))
-            continue
+            writes += [(out, flat, e.const(value)) for flat, value in items]
+        else:
+            tabled[out] = items
+    for out, flat, value in sorted(writes, key=lambda w: w[:2]):
+        frame.store(out, str(flat), value)
+    for grp in loops:
+        e.loop("0", str(len(grp.outs)), lambda k, grp=grp: _loop_body(e, program, grp, frame, k))
+    for out, items in sorted(tabled.items()):
         idx, val = e.table([f for f, _ in items], "i64"), e.table([v for _, v in items], e.t)
         n = len(items)
         e.loop("0", str(n), lambda k, out=out, idx=idx, val=val, n=n: frame.store(
@@ -601,6 +616,7 @@ def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) ->
             outs = [e.emit(f"getelementptr inbounds {ftype}, ptr %out{k}, i64 {e.emit(f'mul i64 {i}, {size}')}")
                     for k, size in enumerate(layout.out_sizes)]
             frame = Frame(e, ins, outs)
+            zeros = []
             for k, size in enumerate(layout.out_sizes):
                 missing = sorted(set(range(size)) - written[k])
                 if len(missing) > MEMSET_ZEROS:
@@ -608,9 +624,24 @@ def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) ->
                     e.declare("llvm.memset.p0.i64", "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
                     e.lines.append(f"  call void @llvm.memset.p0.i64(ptr {outs[k]}, i8 0, i64 {nbytes}, i1 false)")
                 else:
-                    for flat in missing:
-                        frame.store(k, str(flat), e.const(0.0))
-            emit_program(e, program, frame, roll)
+                    zeros += [(k, flat) for flat in missing]
+            emit_program(e, program, frame, roll, zeros=zeros)
 
-        e.loop("%start", "%stop", sample)
+        work = len(program.ops) + len(program.stores) + len(program.const_stores)
+        if work > UNROLL_WORK:
+            e.loop("%start", "%stop", sample)
+        else:
+            # whole blocks of UNROLL_SAMPLES samples written out one after the other (LLVM's
+            # SLP vectoriser, which runs before its loop unrolling, then sees neighbouring
+            # samples' entries and joins their stores), then the samples left over
+            blocks = e.emit(f"sdiv i64 {e.emit('sub i64 %stop, %start')}, {UNROLL_SAMPLES}")
+
+            def block(j: str) -> None:
+                first = e.emit(f"add i64 %start, {e.emit(f'mul i64 {j}, {UNROLL_SAMPLES}')}")
+                for u in range(UNROLL_SAMPLES):
+                    sample(e.emit(f"add i64 {first}, {u}") if u else first)
+
+            e.loop("0", blocks, block, unroll=1)
+            rest = e.emit(f"add i64 %start, {e.emit(f'mul i64 {blocks}, {UNROLL_SAMPLES}')}")
+            e.loop(rest, "%stop", sample, unroll=1)
     return _module(e, symbol, ", ".join(params))
