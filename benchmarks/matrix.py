@@ -77,7 +77,7 @@ def measure(adapter, problem: Problem, product: str, cfg: dict, ref_dir: Path | 
         with time_limit(cfg["build_budget"]):
             start = time.perf_counter()
             prepared = adapter.prepare(problem, product)
-            result = prepared.call(*args)
+            prepared.call(*args)
             row["build_s"] = time.perf_counter() - start
     except Unsupported:
         return None

@@ -237,7 +237,7 @@ def sigmoid_bce(d: int = 16, k: int = 4, batch: int = 10_000) -> Problem:
 def mlp(sizes=(8, 32, 32, 4), batch: int = 10_000) -> Problem:
     rng = _rng(7)
     layers = [(rng.standard_normal((a, b)) / numpy.sqrt(a), rng.standard_normal(b) * 0.1)
-              for a, b in zip(sizes[:-1], sizes[1:])]
+              for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
 
     def make(np):
         def mlp(x):

@@ -127,7 +127,7 @@ def reference(problem: Problem, product: str, args: tuple) -> np.ndarray:
         b = problem.batch
         rows = []
         for s in range(min(BATCH_CHECKED, len(b.args[b.in_axes.index(0)]))):
-            sample = tuple(a[s] if ax == 0 else a for a, ax in zip(b.args, b.in_axes))
+            sample = tuple(a[s] if ax == 0 else a for a, ax in zip(b.args, b.in_axes, strict=True))
             rows.append(_per_sample(problem, b.transform, sample))
         return np.asarray(rows)
     raise ValueError(f"unknown product {product!r}")

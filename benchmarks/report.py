@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import platform
 import statistics
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 
 from .adapters import LABELS, ORDER
@@ -106,7 +107,7 @@ def target_rows(t: dict) -> list[tuple[str, str, str, str]]:
     if sc:
         secs = {int(n): r.get("seconds") for n, r in sc.items()}
         sizes = sorted(secs)
-        steps = [secs[b] / secs[a] if secs[a] and secs[b] else None for a, b in zip(sizes, sizes[1:])]
+        steps = [secs[b] / secs[a] if secs[a] and secs[b] else None for a, b in itertools.pairwise(sizes)]
         shown = ", ".join(f"n = {n:,}: {_us(secs[n]) if secs[n] else sc[str(n) if str(n) in sc else n].get('error', 'failed')[:40]}"
                           for n in sizes)
         ok = None if not steps else False if any(s is None for s in steps) else all(s <= 20 for s in steps)
@@ -295,7 +296,7 @@ def matrix_section(rows: list[dict], problems: list) -> list[str]:
 
 
 def render(rows: list[dict], targets: dict, problems: list, quick: bool, elapsed: float) -> str:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
         "# symjac benchmark results",
         "",

@@ -132,8 +132,6 @@ def task_firstcall(opts) -> dict:
 
 def task_steady(opts) -> dict:
     """Steady calls of the tridiagonal Jacobian: symjac (sparse if offered) vs peers."""
-    import symjac as sj
-
     p = tridiagonal(opts.n)
     x = p.args[0]
     sparse = _sparse_ok()

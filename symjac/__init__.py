@@ -96,7 +96,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'symjac' has no attribute {name!r}")
 
 
-from .backend.tape import start_preload as _start_preload
+# imported last on purpose: the preload starts once the package is set up
+from .backend.tape import start_preload as _start_preload  # noqa: E402
 
 _start_preload()
 del _start_preload

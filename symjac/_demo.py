@@ -83,7 +83,7 @@ def run(out=print) -> None:
     sj.wait_for_kernels()
     out(f"   ... ready after {time.perf_counter() - start:.1f} s more.\n")
     out(f"   {'example':<40} {'product':<9} {'shape':<14} {'first call':>10} {'fd error':>9} {'per call':>9} {'tier':>6}")
-    for (ex, kind, argnum, shape, first, err), t in zip(rows, transforms):
+    for (ex, kind, _argnum, shape, first, err), t in zip(rows, transforms, strict=True):
         per = _per_call(t, ex.args)
         tier = t.info(*ex.args).tier
         out(f"   {ex.about[:40]:<40} {kind:<9} {str(shape):<14} {first * 1e3:>8.0f}ms {err:>9.1e} {per * 1e6:>7.1f}µs {tier:>6}")

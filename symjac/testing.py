@@ -151,14 +151,14 @@ def check_grads(
             w = rng.standard_normal(x.shape)
             y = f(*args)
             # second derivatives against f itself, not against symjac's first derivative
-            d2 = sj.jvp(lambda *a, _v=v: jvp_fn(*a, _v), argnum)(*args, w)
+            d2 = sj.jvp(lambda *a, _v=v, _f=jvp_fn: _f(*a, _v), argnum)(*args, w)
             _compare("second-derivative", _flat(d2), numerical_second(f, args, argnum, v, w),
                      100 * rtol, 100 * atol, f" (argument {argnum}, d²f[v, w])")
             if "fwd" in modes:
-                check_grads(lambda *a, _v=v: jvp_fn(*a, _v), args, argnum, order=order - 1,
+                check_grads(lambda *a, _v=v, _f=jvp_fn: _f(*a, _v), args, argnum, order=order - 1,
                             modes=modes, rtol=rtol, atol=atol, seed=seed + 1)
             if "rev" in modes and not isinstance(y, tuple):
                 u = rng.standard_normal(np.shape(y))
                 vjp_fn = sj.vjp(f, argnum)
-                check_grads(lambda *a, _u=u: vjp_fn(*a, _u), args, argnum, order=order - 1,
+                check_grads(lambda *a, _u=u, _f=vjp_fn: _f(*a, _u), args, argnum, order=order - 1,
                             modes=modes, rtol=rtol, atol=atol, seed=seed + 2)

@@ -1087,7 +1087,7 @@ def op_contract(b: Builder, shape, depth):
         if r == 0 or r > 2:
             return None
         split = [b.pick([d for d in (1, 2, 3) if n % d == 0]) for n in shape]
-        sa, sb = tuple(split), tuple(n // d for n, d in zip(shape, split))
+        sa, sb = tuple(split), tuple(n // d for n, d in zip(shape, split, strict=True))
         k, tmpl = 1, "np.kron({0}, {1})"
     else:  # cross
         if not shape or shape[-1] != 3:

@@ -61,7 +61,8 @@ CASES: dict[str, list[Case]] = {
     "subtract": [_b(lambda a, b: np.subtract(a, b)), _b(lambda a, b: 1.0 - a - b)],
     "multiply": [_b(lambda a, b: np.multiply(a, b)), _b(lambda a, b: 3 * a * b * b)],
     "divide": [_b(lambda a, b: np.divide(a, b), "real", "pos"), _b(lambda a, b: (a / b) / 3, "pos", "pos")],
-    "negative": [_u(lambda a: np.negative(a) * a), _u(lambda a: -(-a) + a)],
+    # -(-a) is a deliberate double negation (ruff reads it as "--")
+    "negative": [_u(lambda a: np.negative(a) * a), _u(lambda a: -(-a) + a)],  # noqa: B002
     "positive": [_u(lambda a: np.positive(a) * a)],
     "power": [
         _b(lambda a, b: np.power(a, b), "pos", "real"),

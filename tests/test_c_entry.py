@@ -152,7 +152,7 @@ def test_calls_while_a_body_compiles_let_go_of_the_gil_and_give_the_same_bits(mo
     entry = compiled.kernel
     kinds = entry._types
     entry._types = tuple(
-        (lambda k: lambda address: (lambda fn: lambda *a: (seen.append(k), fn(*a)))(kinds[k](address)))(k)
+        (lambda i: lambda address: (lambda fn: lambda *a: (seen.append(i), fn(*a)))(kinds[i](address)))(k)
         for k in range(2)
     )
     entry._address = 0  # rebuild the callables from the spies

@@ -82,7 +82,8 @@ def test_inside_other_traced_functions_and_vmap():
 
     x, w = rng.standard_normal(3), rng.standard_normal(3)
     inner = sp.Matrix([sp.tanh(s) for s in sp.symbols("x0:3", real=True)])
-    expr = sum(wi * e ** 2 for wi, e in zip(w, MODEL.subs(dict(zip([a, b, c, k, m], [*inner, 1.5, 0.2])))))
+    subs = dict(zip([a, b, c, k, m], [*inner, 1.5, 0.2], strict=True))
+    expr = sum(wi * e ** 2 for wi, e in zip(w, MODEL.subs(subs), strict=True))
     xs = sp.symbols("x0:3", real=True)
     expected = numeric(sp.Matrix([expr]).jacobian(xs), xs, x).ravel()
     np.testing.assert_allclose(sj.grad(loss)(x, w), expected, rtol=1e-12)

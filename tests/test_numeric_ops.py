@@ -14,7 +14,7 @@ import symjac as sj
 
 SPECIAL = np.array([-np.inf, -7.5, -3.0, -2.5, -1.0, -0.5, -1e-300, -0.0, 0.0, 1e-300, 0.5, 1.5, 2.5, 3.0, 7.25,
                     1e300, np.inf, np.nan])
-A, B = (np.array(c) for c in zip(*itertools.product(SPECIAL, SPECIAL)))
+A, B = (np.array(c) for c in zip(*itertools.product(SPECIAL, SPECIAL), strict=True))
 
 
 def _identical(got, want):

@@ -33,8 +33,9 @@ def _grid(op: Op, dtype):
     values = np.array([v if not np.isfinite(v) or v == 0 or 1e-30 < abs(v) < 1e30
                        else np.sign(v) * (big if abs(v) > 1 else np.finfo(dtype).tiny) for v in SPECIAL], dtype)
     if op.arity == 3:  # select: the condition takes the special values, the branches two numbers
-        return [np.array(c, dtype=dtype) for c in zip(*itertools.product(values, [1.5, -2.5], [-0.0, np.nan]))]
-    return [np.array(c, dtype=dtype) for c in zip(*itertools.product(values, repeat=op.arity))]
+        return [np.array(c, dtype=dtype)
+                for c in zip(*itertools.product(values, [1.5, -2.5], [-0.0, np.nan]), strict=True)]
+    return [np.array(c, dtype=dtype) for c in zip(*itertools.product(values, repeat=op.arity), strict=True)]
 
 
 def _program(dtype):
@@ -43,7 +44,7 @@ def _program(dtype):
     for op in COMPUTED:
         columns = _grid(op, dtype)
         start = len(program.stores)
-        for point in zip(*columns):
+        for point in zip(*columns, strict=True):
             args = []
             for value in point:
                 program.ops.append(("load", (), (0, len(inputs))))
@@ -84,7 +85,8 @@ def test_every_record_matches_numpy_on_special_values_on_tape_and_kernel(dtype):
     for op in COMPUTED:
         start, stop, columns = segments[op.name]
         with np.errstate(all="ignore"):
-            want = np.array([op.fold(*(dtype(v) for v in point)) for point in zip(*columns)], dtype)
+            want = np.array([op.fold(*(dtype(v) for v in point)) for point in zip(*columns, strict=True)],
+                            dtype)
         ok = _agree(out_tape[start:stop], want, dtype)
         for j in np.nonzero(~ok)[0]:
             point = tuple(float(c[j]) for c in columns)
@@ -102,7 +104,7 @@ def _rendered(transform, args):
     inputs = [np.asarray(args[i] if k is None else args[i][k], dtype=compiled.dtype)
               for i, k in compiled.leaves]
     params = [a.reshape(shape) if shape else compiled.dtype.type(a) for a, (_, shape) in
-              zip(inputs, compiled.spec.inputs)]
+              zip(inputs, compiled.spec.inputs, strict=True)]
     outs = [np.zeros(s, compiled.dtype) for s in compiled.spec.outputs]
     with np.errstate(all="ignore"):
         function(*params, *outs)
@@ -125,7 +127,7 @@ def _examples():
 def test_the_rendering_run_as_python_agrees_with_the_kernel(name, transform, args):
     with sj.compiling("never"):
         rendered, kernel = _rendered(transform, args)
-    for r, k in zip(rendered, kernel):
+    for r, k in zip(rendered, kernel, strict=True):
         np.testing.assert_allclose(r, k, rtol=1e-12, atol=1e-300)
 
 
@@ -136,7 +138,7 @@ def test_the_rendering_of_every_primitive_agrees_with_the_kernel():
     with sj.compiling("never"):
         for transform in (sj.jit(fn), sj.jacobian(fn, argnums=SMOOTH)):
             rendered, kernel = _rendered(transform, _args(()))
-            for r, k in zip(rendered, kernel):
+            for r, k in zip(rendered, kernel, strict=True):
                 np.testing.assert_allclose(r, k, rtol=1e-12, atol=1e-300)
 
 
@@ -161,11 +163,12 @@ def test_parameters_named_like_invented_names_get_compiled_vmap_kernels():
     X = [rng.uniform(-1, 1, (6, 3)) for _ in INVENTED]
     for transform in (sj.vmap(sj.jacobian(f)), sj.vmap(sj.jit(f), in_axes=(0,) * 3 + (None,) * (len(INVENTED) - 3))):
         axes = transform.in_axes if isinstance(transform.in_axes, tuple) else (0,) * len(INVENTED)
-        args = [x if ax == 0 else x[0] for x, ax in zip(X, axes)]
+        args = [x if ax == 0 else x[0] for x, ax in zip(X, axes, strict=True)]
         info = transform.compile(*args)
         assert info.tier == "kernel", info.error
         got = transform(*args)
-        want = np.stack([transform.inner(*[a[s] if ax == 0 else a for a, ax in zip(args, axes)]) for s in range(6)])
+        want = np.stack([transform.inner(*[a[s] if ax == 0 else a for a, ax in zip(args, axes, strict=True)])
+                         for s in range(6)])
         np.testing.assert_allclose(got, want, rtol=1e-13)
 
 
@@ -174,7 +177,7 @@ def test_the_rendering_with_parameters_named_like_invented_names_runs():
     args = [np.linspace(0.1, 0.9, 3) + j for j in range(len(INVENTED))]
     with sj.compiling("never"):
         rendered, kernel = _rendered(sj.jacobian(f, argnums=(0, 1, 2)), args)
-    for r, k in zip(rendered, kernel):
+    for r, k in zip(rendered, kernel, strict=True):
         np.testing.assert_allclose(r, k, rtol=1e-12)
 
 

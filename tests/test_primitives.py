@@ -27,7 +27,7 @@ def _params():
 
 def _args(case, shapes, seed=0):
     rng = np.random.default_rng(seed)
-    return [DOMAINS[d](rng, s) for d, s in zip(case.domains, shapes)]
+    return [DOMAINS[d](rng, s) for d, s in zip(case.domains, shapes, strict=True)]
 
 
 def _numerical_jacobian(fn, args, argnum):
@@ -92,7 +92,7 @@ def test_hessian_matches_finite_differences_of_jacobian(name, ci, shapes):
         v = rng.standard_normal(x.shape)
         H = sj.hessian(case.fn, argnum)(*args)
         jac = sj.jacobian(case.fn, argnum)
-        want = numerical_jvp(lambda *a: jac(*a), args, argnum, v)
+        want = numerical_jvp(lambda *a, _jac=jac: _jac(*a), args, argnum, v)
         got = np.tensordot(H, v, axes=x.ndim) if x.ndim else H * v
         np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-6, atol=1e-7, err_msg=f"argnum {argnum}")
 

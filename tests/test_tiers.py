@@ -44,7 +44,7 @@ def _both(transform, args):
 def _assert_identical(a, b):
     if isinstance(a, tuple):
         assert len(a) == len(b)
-        for p, q in zip(a, b):
+        for p, q in zip(a, b, strict=True):
             _assert_identical(p, q)
     else:
         assert np.asarray(a).dtype == np.asarray(b).dtype

@@ -73,7 +73,7 @@ def product_exprs(problem, product: str, lib, symbol, jacobian):
     sample = problem.args
     if product == "batch":
         b = problem.batch
-        sample = tuple(a[0] if ax == 0 else a for a, ax in zip(b.args, b.in_axes))
+        sample = tuple(a[0] if ax == 0 else a for a, ax in zip(b.args, b.in_axes, strict=True))
     syms, out = trace(problem, sample, lib, symbol)
     inputs = [s for arr in syms for s in arr.flat]
     xs, outs = list(syms[0].flat), list(out.flat)
@@ -123,7 +123,7 @@ def numpy_call(problem, product: str, run, shape):
     def call_batch(*args):
         n = len(args[b.in_axes.index(0)])
         cols = [np.reshape(a, (n, -1)) if ax == 0 else np.broadcast_to(np.ravel(a), (n, np.size(a)))
-                for a, ax in zip(args, b.in_axes)]
+                for a, ax in zip(args, b.in_axes, strict=False)]
         return np.asarray(run(np.concatenate(cols, axis=1)), dtype=float).reshape((n,) + shape)
 
     return call_batch

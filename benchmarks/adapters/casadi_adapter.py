@@ -4,8 +4,6 @@ through ``Function.map`` (one thread, or two with the ``thread`` parallelization
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import Prepared, Unsupported, _symbolic
 
 NAME = "casadi"
@@ -33,7 +31,7 @@ def expression(problem, product: str):
     sample = problem.args
     if product == "batch":
         b = problem.batch
-        sample = tuple(a[0] if ax == 0 else a for a, ax in zip(b.args, b.in_axes))
+        sample = tuple(a[0] if ax == 0 else a for a, ax in zip(b.args, b.in_axes, strict=True))
     inputs, x, y, in_shape, out_shape = _trace(problem, sample)
     if product == "value":
         return inputs, y, out_shape

@@ -341,14 +341,16 @@ def render(program: Program, spec: KernelSpec, roll: bool = True, batched=None) 
         written[out].add(flat)
     inputs = ", ".join(f"{printable(n)}: {np.dtype(spec.dtype).name}{list(s)}" for n, s in spec.inputs) or "none"
     lead = "B, " if batched is not None else ""
-    outputs = ", ".join(f"{o}: [{lead}{', '.join(map(str, s))}]" for o, s in zip(p.outs, spec.outputs)) or "none"
+    outputs = ", ".join(f"{o}: [{lead}{', '.join(map(str, s))}]"
+                        for o, s in zip(p.outs, spec.outputs, strict=True)) or "none"
     header = [
         f"# symjac kernel: {printable(spec.title)}",
         f"# inputs  {inputs}",
         f"# outputs {outputs}",
     ]
     if batched is not None:
-        which = ", ".join(printable(n) for (n, _), flag in zip(spec.inputs, batched) if flag) or "none"
+        which = ", ".join(printable(n) for (n, _), flag in zip(spec.inputs, batched, strict=True)
+                          if flag) or "none"
         header.append(f"# batched over: {which} (leading axis {p.sample}; outputs too)")
     header += [
         "# Python rendering of the program the kernel runs (the kernel is LLVM IR: .source(llvm=True));",
@@ -364,7 +366,7 @@ def render(program: Program, spec: KernelSpec, roll: bool = True, batched=None) 
     if batched is None:
         lines = p.hoisted + (body or ["pass"])
     else:
-        zero = [f"{o}[{p.sample}] = 0.0" for o, s, w in zip(p.outs, spec.outputs, written)
+        zero = [f"{o}[{p.sample}] = 0.0" for o, s, w in zip(p.outs, spec.outputs, written, strict=True)
                 if len(w) < int(np.prod(s))]
         lines = p.hoisted + [f"for {p.sample} in range({p.outs[0]}.shape[0]):  # in parallel over samples"]
         lines += ["    " + line for line in zero + body]

@@ -77,9 +77,9 @@ def local_rule(node: Basic):
 def _function_partials(node: Basic) -> list:
     head, args = node.func, node.args
     placeholders, generic, partials = _template(head, len(args))
-    mapping = dict(zip(placeholders, args))
+    mapping = dict(zip(placeholders, args, strict=True))
     mapping[generic] = node
-    return [(a, _instantiate(p, mapping)) for a, p in zip(args, partials)]
+    return [(a, _instantiate(p, mapping)) for a, p in zip(args, partials, strict=True)]
 
 
 def _template(head: type, nargs: int):
@@ -318,13 +318,13 @@ def jacobian(outputs: Sequence[Basic], wrt: Sequence[Basic], mode: str = "auto")
 
 def jvp(outputs: Sequence[Basic], wrt: Sequence[Basic], tangent: Sequence[Basic]) -> list:
     """``J @ v``: one forward sweep with the input tangent ``v``."""
-    seeds = {w: {0: v} for w, v in zip(wrt, tangent) if v != 0}
+    seeds = {w: {0: v} for w, v in zip(wrt, tangent, strict=True) if v != 0}
     tangents = forward(outputs, seeds)
     return [tangents.get(o, {}).get(0, g.ZERO) for o in outputs]
 
 
 def vjp(outputs: Sequence[Basic], wrt: Sequence[Basic], cotangent: Sequence[Basic]) -> list:
     """``u @ J``: one reverse sweep with the output cotangent ``u``."""
-    seeds = [(o, {0: u}) for o, u in zip(outputs, cotangent) if u != 0]
+    seeds = [(o, {0: u}) for o, u in zip(outputs, cotangent, strict=True) if u != 0]
     adjoints = reverse(seeds, wrt)
     return [adjoints[w].get(0, g.ZERO) for w in wrt]

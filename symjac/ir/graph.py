@@ -496,7 +496,7 @@ def rebuild(node: Basic, args: Sequence[Basic]) -> Basic:
     if head is Pow:
         return pow_(*args)
     if head is Piecewise:
-        return select(list(zip(args[0::2], args[1::2])))
+        return select(list(zip(args[0::2], args[1::2], strict=False)))
     if head in RELATIONALS:
         return compare(head, *args)
     if isinstance(node, sp.logic.boolalg.BooleanFunction):
@@ -517,7 +517,7 @@ def substitute(roots: Sequence[Basic], mapping: dict) -> list[Basic]:
     for node in topo_order(roots):
         args = operands(node)
         new = [done.get(a, a) for a in args]
-        if any(n is not a for n, a in zip(new, args)):
+        if any(n is not a for n, a in zip(new, args, strict=True)):
             done[node] = rebuild(node, new)
     return [done.get(r, r) for r in roots]
 

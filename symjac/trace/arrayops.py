@@ -199,7 +199,7 @@ def tensordot(a, b, axes_a: Sequence[int], axes_b: Sequence[int]) -> SymArray:
     axes_b = [x % eb.ndim for x in axes_b]
     free_a = [i for i in range(ea.ndim) if i not in axes_a]
     free_b = [i for i in range(eb.ndim) if i not in axes_b]
-    for x, y in zip(axes_a, axes_b):
+    for x, y in zip(axes_a, axes_b, strict=False):
         if ea.shape[x] != eb.shape[y]:
             raise ShapeError(
                 f"a contraction needs matching lengths, but {ea.shape} has {ea.shape[x]} along axis {x} "
@@ -268,7 +268,7 @@ def einsum(subscripts: str, *operands) -> SymArray:
     spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in spec)
     ell: list[str] = []
     expanded = []
-    for term, (e, _) in zip(terms, elems):
+    for term, (e, _) in zip(terms, elems, strict=True):
         if "..." in term:
             n = e.ndim - (len(term) - 3)
             while len(ell) < n:
@@ -283,8 +283,8 @@ def einsum(subscripts: str, *operands) -> SymArray:
         counts = {c: "".join(expanded).count(c) for c in set("".join(expanded))}
         output = "".join(ell) + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
     sizes: dict[str, int] = {}
-    for term, (e, _) in zip(expanded, elems):
-        for c, n in zip(term, e.shape):
+    for term, (e, _) in zip(expanded, elems, strict=True):
+        for c, n in zip(term, e.shape, strict=True):
             if sizes.setdefault(c, n) != n:
                 if sizes[c] == 1:
                     sizes[c] = n
@@ -296,13 +296,13 @@ def einsum(subscripts: str, *operands) -> SymArray:
     summed = [c for c in sizes if c not in output]
     out = np.empty(tuple(sizes[c] for c in output), dtype=object)
     for oidx in np.ndindex(out.shape):
-        env = dict(zip(output, oidx))
+        env = dict(zip(output, oidx, strict=True))
         terms_ = []
         for sidx in itertools.product(*(range(sizes[c]) for c in summed)):
-            env.update(zip(summed, sidx))
+            env.update(zip(summed, sidx, strict=True))
             factors = [
                 e[tuple(env[c] if e.shape[i] != 1 else 0 for i, c in enumerate(term))]
-                for term, (e, _) in zip(expanded, elems)
+                for term, (e, _) in zip(expanded, elems, strict=True)
             ]
             terms_.append(g.mul(*factors))
         out[oidx] = g.add(*terms_)

@@ -142,7 +142,7 @@ class _Translator:
         if head is sp.Pow:
             return g.pow_(*args)
         if head is sp.Piecewise:
-            pairs = list(zip(args[0::2], args[1::2]))
+            pairs = list(zip(args[0::2], args[1::2], strict=False))
             if pairs[-1][1] is not g.TRUE:  # SymPy leaves it undefined: NumPy's answer is nan
                 pairs.append((sp.nan, g.TRUE))
             return g.select(pairs)
@@ -208,7 +208,7 @@ class SympyFunction:
         self._names = _unique(names)
         self._holders: list[np.ndarray] = []
         leaves: dict = {}
-        for group, arg_name in zip(groups, self._names):
+        for group, arg_name in zip(groups, self._names, strict=True):
             holders = np.empty(group.shape, dtype=object)
             for idx in np.ndindex(group.shape):
                 leaf = group[idx]
@@ -259,11 +259,11 @@ class SympyFunction:
         """Inside a trace: the expressions with the arguments' nodes substituted."""
         mapping: dict = {}
         dtypes = []
-        for name, holders, arg in zip(self._names, self._holders, args):
+        for name, holders, arg in zip(self._names, self._holders, args, strict=True):
             arr = from_object_array(arg)
             if arr.shape != holders.shape:
                 raise ShapeError(f"{self.__name__}: argument {name!r} must have shape {holders.shape}; got {arr.shape}.")
-            mapping.update(zip(holders.reshape(-1), arr.elems.reshape(-1)))
+            mapping.update(zip(holders.reshape(-1), arr.elems.reshape(-1), strict=True))
             dtypes.append(arr.dtype)
         floats = [d for d in dtypes if np.dtype(d).kind == "f"]
         dtype = np.result_type(*floats) if floats else np.dtype(np.float64)

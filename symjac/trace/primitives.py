@@ -216,7 +216,7 @@ def _select_build(condlist, choicelist, default=0):
 
     def pick(*items):
         conds, values, dflt = items[:n], items[n : 2 * n], items[-1]
-        return g.select([*((v, truth(c)) for c, v in zip(conds, values)), (dflt, g.TRUE)])
+        return g.select([*((v, truth(c)) for c, v in zip(conds, values, strict=True)), (dflt, g.TRUE)])
 
     return elementwise(pick, operands, dtype)
 
@@ -316,7 +316,8 @@ def _vdot(a, b):
 
 
 def _tensordot(a, b, axes=2):
-    ea, eb = as_elems(a)[0], as_elems(b)[0]
+    ea = as_elems(a)[0]
+    as_elems(b)  # validates b (before the axes), as before
     if isinstance(axes, int):
         axes_a = list(range(ea.ndim - axes, ea.ndim))
         axes_b = list(range(axes))
