@@ -233,3 +233,14 @@ def test_a_masked_array_is_refused_not_silently_unmasked():
     np.testing.assert_array_equal(f(np.ma.masked_array([1.0, 2.0])), [2.0, 4.0])  # nothing masked
     with pytest.raises(sj.InputTypeError):
         f(np.ma.masked_array([1.0, 2.0], mask=[True, False]))  # same shape, now masked
+
+
+@pytest.mark.parametrize("subscripts, shapes, says", [
+    ("ij->i", [(3,)], "'ij' name 2 axes, but operand 0 has 1"),
+    ("i,ij->j", [(3,), (3,)], "'ij' name 2 axes, but operand 1 has 1"),
+    ("ij,jk", [(2, 3)], "name 2 operands, but 1 was given"),
+])
+def test_einsum_subscripts_that_do_not_fit_the_operands(subscripts, shapes, says):
+    arrays = [np.ones(s) for s in shapes]
+    with pytest.raises(sj.ShapeError, match=says):
+        sj.jit(lambda *a: np.einsum(subscripts, *a))(*arrays)

@@ -264,7 +264,8 @@ def einsum(subscripts: str, *operands) -> SymArray:
     inputs, _, output = spec.partition("->")
     terms = inputs.split(",")
     if len(terms) != len(elems):
-        raise ValueError(f"einsum: {len(terms)} subscripts for {len(elems)} operands")
+        raise ShapeError(f"np.einsum: the subscripts {subscripts!r} name {len(terms)} operands, but "
+                         f"{len(elems)} {'was' if len(elems) == 1 else 'were'} given{user_location()}. Give one comma-separated term per operand.")
     spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in spec)
     ell: list[str] = []
     expanded = []
@@ -275,7 +276,9 @@ def einsum(subscripts: str, *operands) -> SymArray:
                 ell.insert(0, next(spare))
             term = term.replace("...", "".join(ell[len(ell) - n :]))
         if len(term) != e.ndim:
-            raise ValueError(f"einsum: subscripts '{term}' do not match an operand of ndim {e.ndim}")
+            raise ShapeError(f"np.einsum: the subscripts {term!r} name {len(term)} axes, but operand "
+                             f"{len(expanded)} has {e.ndim} (shape {e.shape}){user_location()}. Give one "
+                             "letter per axis, or '...' for the leading ones.")
         expanded.append(term)
     if "->" in spec:
         output = output.replace("...", "".join(ell))
