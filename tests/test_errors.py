@@ -244,3 +244,8 @@ def test_einsum_subscripts_that_do_not_fit_the_operands(subscripts, shapes, says
     arrays = [np.ones(s) for s in shapes]
     with pytest.raises(sj.ShapeError, match=says):
         sj.jit(lambda *a: np.einsum(subscripts, *a))(*arrays)
+
+
+def test_tensordot_with_unpaired_axes():
+    with pytest.raises(sj.ShapeError, match=r"got 2 axes \[0, 1\] and 1 axes \[0\]"):
+        sj.jit(lambda a, b: np.tensordot(a, b, axes=([0, 1], [0])))(np.ones((2, 3)), np.ones((2, 4)))

@@ -195,11 +195,17 @@ def tensordot(a, b, axes_a: Sequence[int], axes_b: Sequence[int]) -> SymArray:
     """Contract ``a``'s ``axes_a`` with ``b``'s ``axes_b`` (free axes of a, then of b)."""
     ea, da = as_elems(a)
     eb, db = as_elems(b)
+    if len(axes_a) != len(axes_b):
+        raise ShapeError(
+            f"a contraction pairs each axis of one operand with one of the other, but got {len(axes_a)} "
+            f"axes {list(axes_a)} and {len(axes_b)} axes {list(axes_b)}{user_location()}. Give both the "
+            "same number of axes."
+        )
     axes_a = [x % ea.ndim for x in axes_a]
     axes_b = [x % eb.ndim for x in axes_b]
     free_a = [i for i in range(ea.ndim) if i not in axes_a]
     free_b = [i for i in range(eb.ndim) if i not in axes_b]
-    for x, y in zip(axes_a, axes_b, strict=False):
+    for x, y in zip(axes_a, axes_b, strict=True):
         if ea.shape[x] != eb.shape[y]:
             raise ShapeError(
                 f"a contraction needs matching lengths, but {ea.shape} has {ea.shape[x]} along axis {x} "
