@@ -13,7 +13,9 @@ import symjac as sj
 from symjac.backend import compiler as _compile
 from symjac.backend import kernels as _kernels
 from symjac.backend import native
-from symjac.backend.vector import block_width
+from symjac.backend.emit import BATCH_CALLS, _schedule
+from symjac.backend.program import KernelSpec, Layout, Program
+from symjac.backend.vector import batch_body_ir, block_width
 from symjac.ir.ops import BY_NAME
 
 rng = np.random.default_rng(3)
@@ -266,3 +268,66 @@ def test_small_batch_bodies_run_unrolled_blocks_of_samples_over_any_range():
         body(X.ctypes.data, out.ctypes.data, start, stop)
         assert _same(out[start:stop], want[start:stop]), (start, stop)
         assert (np.delete(out, np.s_[start:stop], axis=0) == 7.0).all()  # nothing else written
+
+
+def _layered_program(n: int, dtype):
+    """``out[i] = exp(tanh(tanh(x[i]))) + tanh(x[n-1-i])``: n independent tanh of
+    the inputs, n of those (each waiting for one of the first), n exp of those."""
+    program = Program()
+    for i in range(n):
+        program.ops.append(("load", (), (0, i)))
+    first = []
+    for i in range(n):
+        program.ops.append(("tanh", (i,), None))
+        first.append(len(program.ops) - 1)
+    outs = []
+    for i in range(n):
+        program.ops.append(("tanh", (first[i],), None))
+        program.ops.append(("exp", (len(program.ops) - 1,), None))
+        program.ops.append(("add", (len(program.ops) - 1, first[n - 1 - i]), None))
+        outs.append(len(program.ops) - 1)
+    program.stores = [(0, i, v) for i, v in enumerate(outs)]
+    spec = KernelSpec(f"layered_{np.dtype(dtype).name}", [("x", (n,))], [(n,)], np.dtype(dtype), "layers")
+    return program, spec
+
+
+def test_independent_applications_are_scheduled_together_after_their_operands():
+    n = 18
+    program, _ = _layered_program(n, np.float64)
+    items = _schedule(program, {"tanh", "exp"}, set(), [])
+    order = [k for item in items for k in (item if isinstance(item, list) else [item])]
+    assert sorted(order) == list(range(len(program.ops)))
+    seen = set()
+    for k in order:  # every operand before its use
+        assert all(a in seen for a in program.ops[k][1]), k
+        seen.add(k)
+    groups = [item for item in items if isinstance(item, list)]
+    assert [(program.ops[g[0]][0], len(g)) for g in groups] == [("tanh", n), ("tanh", n), ("exp", n)]
+    assert _schedule(program, set(), set(), []) == list(range(len(program.ops)))  # nothing to batch: as written
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_independent_long_records_run_in_wide_calls_with_the_per_sample_kernels_bits(dtype):
+    """18 independent tanh, twice, and 18 exp: each a call on BATCH_CALLS blocks
+    at once (four calls, and one of two padded to four), on special values."""
+    n, width = 18, block_width(dtype)
+    program, spec = _layered_program(n, dtype)
+    layout = Layout(np.dtype(dtype), [n], [False], [True], [n])
+    text = batch_body_ir("probe", program, layout)
+    wide = f"<{BATCH_CALLS * width} x {'double' if dtype == np.float64 else 'float'}>"
+    calls = -(-n // BATCH_CALLS)
+    assert text.count(f"call {wide} @probe.tanh.w") == 2 * calls and text.count(f"call {wide} @probe.exp.w") == calls
+    specials = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e-300, -5e-324, 30.0, -22.0, 0.75, -0.75, 1.0,
+                         710.0, 1e30, 3.0, -2.5, 0.125, -1e-9], dtype)
+    size = 3 * width + 5
+    X = np.stack([rng.permutation(specials) for _ in range(size)])
+    single = _load(program, spec, None, spec.name)
+    batch = _load(program, spec, [True], f"{spec.name}_batch_serial")
+    got = np.empty((size, n), dtype)
+    with np.errstate(all="ignore"):
+        batch(X, got)
+        for s in range(size):
+            want = np.empty(n, dtype)
+            single(X[s], want)
+            assert _same(got[s], want), f"sample {s}"
+            assert np.all(_agree(got[s], _fold(program, X[s], dtype), dtype)), f"sample {s} against NumPy"

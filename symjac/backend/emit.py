@@ -40,6 +40,12 @@ CONST_TABLE = 16
 #: with a few exp ran up to 15% slower batches calling it (vector registers spilled around it)
 OUTLINE_LINES = 24
 OUTLINE_USES = 16
+#: applications of one outlined arithmetic record that do not depend on each other run
+#: this many at a time, as one call on vectors this many times as wide (lane-wise the same
+#: operations: the same bits).  One tanh is a chain of ~30 dependent operations (a Horner
+#: polynomial, two divisions) that the core overlaps with little else; four side by side
+#: fill its pipelines (see emit_program's schedule)
+BATCH_CALLS = 4
 #: a batch sample with more unwritten entries than this is zeroed with memset first
 MEMSET_ZEROS = 32
 #: batch bodies of at most this many operations and stores run their samples
@@ -143,6 +149,47 @@ class TextEmitter:
                 f"define internal {self.vtype} {name}({', '.join(f'{self.vtype} {p}' for p in params)}) #3 {{",
                 "entry:", *body.lines, f"  ret {self.vtype} {result}", "}", ""])
         return self.emit(f"call {self.vtype} {name}({', '.join(f'{self.vtype} {a}' for a in args)})")
+
+    def apply_many(self, record, arglists: list[tuple[str, ...]]) -> list[str]:
+        """``record`` on each of ``arglists`` (applications independent of each
+        other): for an outlined arithmetic record, BATCH_CALLS at a time as one
+        call of its code on vectors BATCH_CALLS times as wide (the last call
+        padded with copies of its first operands)."""
+        if len(arglists) < 2 or record.name not in self.outline or not _arithmetic(record) \
+                or self.widened(BATCH_CALLS) is None:
+            return [self.apply(record, *args) for args in arglists]
+        results: list[str] = []
+        for first in range(0, len(arglists), BATCH_CALLS):
+            chunk = arglists[first:first + BATCH_CALLS]
+            if len(chunk) == 1:
+                results.append(self.apply(record, *chunk[0]))
+                continue
+            chunk = chunk + [chunk[0]] * (BATCH_CALLS - len(chunk))
+            name, wide = self._wide_function(record)
+            packed = [self.pack([args[j] for args in chunk]) for j in range(record.arity)]
+            call = self.emit(f"call {wide} {name}({', '.join(f'{wide} {a}' for a in packed)})")
+            results += self.unpack(call, BATCH_CALLS)[:min(BATCH_CALLS, len(arglists) - first)]
+        return results
+
+    def _wide_function(self, record) -> tuple[str, str]:
+        """The outlined ``record`` on BATCH_CALLS values at once: its name and value type."""
+        body = self.widened(BATCH_CALLS)
+        name = f"@{self.prefix}.{record.name}.w{body.width}"
+        if name not in self.functions:
+            body.globals, body.tables = self.globals, self.tables
+            body.declarations, body.functions = self.declarations, self.functions
+            params = [f"%p{j}" for j in range(record.arity)]
+            result = record.emit(body, *params)
+            self.functions[name] = "\n".join([
+                f"define internal {body.vt} {name}({', '.join(f'{body.vt} {p}' for p in params)}) #3 {{",
+                "entry:", *body.lines, f"  ret {body.vt} {result}", "}", ""])
+        return name, body.vt
+
+    def widened(self, factor: int) -> TextEmitter | None:
+        """An emitter for another function of this module, on vectors of ``factor``
+        times as many values as this one's, with ``pack`` and ``unpack`` to move
+        values between the two; None: none here (scalar code keeps its calls)."""
+        return None
 
     def buffer(self, name: str, n: int) -> str:
         """A stack buffer of at least ``n`` values, shared by every request for ``name``."""
@@ -342,7 +389,15 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
     for pos, (_, _, value) in enumerate(program.stores):
         needed[value] = needed[value] or pos not in rolled
     values: dict = {}
-    for k, (op, args, payload) in enumerate(program.ops):
+    wide = {op for op in e.outline if _arithmetic(records[op])} if e.widened(BATCH_CALLS) is not None else set()
+    for item in _schedule(program, wide, covered, dots):
+        if isinstance(item, list):  # independent applications of one outlined record
+            results = e.apply_many(records[program.ops[item[0]][0]],
+                                   [tuple(values[a] for a in program.ops[k][1]) for k in item])
+            values.update(zip(item, results, strict=True))
+            continue
+        k = item
+        op, args, payload = program.ops[k]
         if k in dot_at:
             _dot_loop(e, dot_at[k], values)
         if k in covered:
@@ -378,6 +433,58 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         n = len(items)
         e.loop("0", str(n), lambda k, out=out, idx=idx, val=val, n=n: frame.store(
             out, e.lookup(idx, n, k, "i64"), e.splat(e.lookup(val, n, k, e.t))))
+
+
+def _schedule(program: Program, outline: set, covered: set, dots: list) -> list:
+    """The order to emit ``program``'s operations in: positions, and lists of
+    positions (applications of one record of ``outline``, independent of each
+    other, to emit together: ``TextEmitter.apply_many``).
+
+    Program order, unless records of ``outline`` are applied more than once:
+    then by *depth*, the most such applications on a path from the inputs to
+    an operation.  The other operations of depth ``d`` come first, then the
+    applications of depth ``d + 1`` (which use nothing deeper, so none uses
+    another), grouped by record, then the other operations of depth ``d + 1``;
+    program order within each part.  Every operand still comes before its
+    use: an operation is at least as deep as its operands, an application
+    deeper.  A dot group (emitted at its first root) counts as one operation
+    on all its operands.
+    """
+    n = len(program.ops)
+    if not outline:
+        return list(range(n))
+    group_at = {grp.at: grp for grp in dots}
+    depth = [0] * n
+    key = [0] * n
+    late: dict[int, int] = {}  # covered operations after their group's first root: the group's depth
+    for grp in dots:
+        for k in grp.covered:
+            if k > grp.at:
+                late[k] = grp.at
+    calls = 0
+    for k, (op, args, _) in enumerate(program.ops):
+        d = max((depth[a] for a in args), default=0)
+        if k in group_at:
+            d = max([d, *(depth[v] for v in group_at[k].operands)])
+        elif k in late:
+            d = depth[late[k]]
+        if op in outline and k not in covered:
+            depth[k], key[k] = d + 1, 2 * d + 1
+            calls += 1
+        else:
+            depth[k], key[k] = d, 2 * d
+    if calls < 2:
+        return list(range(n))
+    order = sorted(range(n), key=lambda k: (key[k], program.ops[k][0] if key[k] % 2 else "", k))
+    items: list = []
+    for k in order:
+        op = program.ops[k][0]
+        if key[k] % 2 and items and isinstance(items[-1], list) and key[items[-1][0]] == key[k] \
+                and program.ops[items[-1][0]][0] == op:
+            items[-1].append(k)
+        else:
+            items.append([k] if key[k] % 2 else k)
+    return items
 
 
 #: a dot group's chains run this many at a time (each chain is a serial fold:
@@ -439,6 +546,18 @@ def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> N
 
 
 _OUTLINED: dict[str, bool] = {}
+_ARITHMETIC: dict[str, bool] = {}
+
+
+def _arithmetic(record) -> bool:
+    """Does ``record``'s code call no libm function (only arithmetic and exact
+    intrinsics, which have vector forms: a wide call of it pays)?"""
+    found = _ARITHMETIC.get(record.name)
+    if found is None:
+        trial = TextEmitter("double", "trial")
+        record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
+        found = _ARITHMETIC[record.name] = all(name.startswith("llvm.") for name in trial.declarations)
+    return found
 
 
 def _outlined(record) -> bool:

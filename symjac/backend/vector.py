@@ -71,6 +71,25 @@ class VectorEmitter(TextEmitter):
     def fresh_emitter(self) -> VectorEmitter:
         return VectorEmitter(self.t, self.prefix, self.width)
 
+    def widened(self, factor: int) -> VectorEmitter:
+        return VectorEmitter(self.t, self.prefix, factor * self.width)
+
+    def pack(self, values: list[str]) -> str:
+        """Vectors of ``W`` lanes joined into one of ``len(values) * W`` (``len(values)`` a power of two)."""
+        w = self.width
+        while len(values) > 1:
+            mask = "<" + ", ".join(f"i32 {j}" for j in range(2 * w)) + ">"
+            values = [self.emit(f"shufflevector <{w} x {self.t}> {a}, <{w} x {self.t}> {b}, <{2 * w} x i32> {mask}")
+                      for a, b in zip(values[::2], values[1::2], strict=True)]
+            w *= 2
+        return values[0]
+
+    def unpack(self, vector: str, n: int) -> list[str]:
+        """The ``n`` vectors ``pack`` joined into ``vector``."""
+        w = self.width
+        return [self.emit(f"shufflevector <{n * w} x {self.t}> {vector}, <{n * w} x {self.t}> poison, "
+                          f"<{w} x i32> <{', '.join(f'i32 {j * w + i}' for i in range(w))}>") for j in range(n)]
+
     # ----- lanes -----
 
     def splat(self, scalar: str) -> str:

@@ -218,7 +218,8 @@ def _tanh(e, x):
     a = e.select(e.cmp("<", ax, e.const(22.0)), ax, e.const(0.0))  # NaN, inf and |x| >= 22 compute on 0
     near = e.cmp("<", a, one)
     t = _expm1_reduced(e, e.select(near, e.mul(e.const(-2.0), a), e.mul(two, a)))
-    z = e.select(near, e.div(e.neg(t), e.add(t, two)), e.sub(one, e.div(two, e.add(t, two))))
+    q = e.div(e.select(near, e.neg(t), two), e.add(t, two))  # one division for both formulas
+    z = e.select(near, q, e.sub(one, q))
     z = e.select(e.cmp(">=", ax, e.const(22.0)), one, z)
     z = e.select(e.cmp("<", ax, e.const(2.0 ** -28)), ax, z)  # tanh(x) rounds to x: keeps -0.0 and subnormals
     return e.select(e.isnan(x), x, e.intrinsic("copysign", z, x))
