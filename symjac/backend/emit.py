@@ -334,6 +334,9 @@ class Frame:
     """Where a program's operands live: per input a pointer to its (sample's)
     first element or a scalar value, per output a pointer."""
 
+    #: take each store as soon as its value is computed (else all at the end, in address order)
+    early = False
+
     def __init__(self, e: TextEmitter, inputs: list[tuple[bool, str]], outputs: list[str]):
         self.e, self.inputs, self.outputs = e, inputs, outputs  # inputs: (is_pointer, name)
 
@@ -389,17 +392,34 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
     for pos, (_, _, value) in enumerate(program.stores):
         needed[value] = needed[value] or pos not in rolled
     values: dict = {}
+    # a frame that gathers stores itself (tiles of a block's rows) takes each value when it is
+    # computed, so it can write and let go of whatever completes (rather than all values live
+    # until the end: spilled)
+    early: dict[int, list] = {}
+    if frame.early:
+        for pos, (out, flat, value) in enumerate(program.stores):
+            if pos not in rolled:
+                early.setdefault(value, []).append((out, flat))
+
+    def computed(k: int) -> None:
+        for out, flat in early.pop(k, ()):
+            frame.store(out, str(flat), values[k])
+
     wide = {op for op in e.outline if _arithmetic(records[op])} if e.widened(BATCH_CALLS) is not None else set()
     for item in _schedule(program, wide, covered, dots):
         if isinstance(item, list):  # independent applications of one outlined record
             results = e.apply_many(records[program.ops[item[0]][0]],
                                    [tuple(values[a] for a in program.ops[k][1]) for k in item])
             values.update(zip(item, results, strict=True))
+            for k in item:
+                computed(k)
             continue
         k = item
         op, args, payload = program.ops[k]
         if k in dot_at:
             _dot_loop(e, dot_at[k], values)
+            for root in dot_at[k].roots:
+                computed(root)
         if k in covered:
             continue
         if op == "load":
@@ -410,10 +430,13 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
                 values[k] = e.number(payload)
         else:
             values[k] = e.apply(records[op], *(values[a] for a in args))
-    # the straight-line stores in address order, constants and zeros among them: LLVM
+        computed(k)
+    for k in list(early):  # (every stored value is computed above: this writes nothing)
+        computed(k)
+    # the other straight-line stores in address order, constants and zeros among them: LLVM
     # joins neighbours into vector stores (see UNROLL_SAMPLES)
     writes = [(out, flat, values[value]) for pos, (out, flat, value) in enumerate(program.stores)
-              if pos not in rolled]
+              if pos not in rolled and not frame.early]
     writes += [(out, flat, e.const(0.0)) for out, flat in zeros]
     by_output: dict[int, list] = {}
     for out, flat, value in program.const_stores if consts else ():

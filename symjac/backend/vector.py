@@ -220,6 +220,8 @@ class VectorFrame:
     :meth:`finish` writes what is left entry by entry.
     """
 
+    early = True  # (each tile is written as soon as it is complete)
+
     def __init__(self, e: VectorEmitter, inputs: list[tuple[str, str, int]], outputs: list[tuple[str, int]]):
         self.e, self.inputs, self.outputs = e, inputs, outputs
         # shared scalars are spread over the lanes once, in the entry block (so every use is dominated)
