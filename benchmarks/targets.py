@@ -105,8 +105,21 @@ def task_single(opts) -> dict:
             continue
         contenders[name] = (lambda c: lambda: c(x))(call)
     errors = {name: _error(p, "jacobian", fn()) for name, fn in contenders.items()}
-    return {"n": p.n_in, "times": timing.side_by_side(contenders, rounds=opts.rounds, target=0.02),
-            "errors": errors, "tier": J.info(x).tier}
+    out = {"n": p.n_in, "times": timing.side_by_side(contenders, rounds=opts.rounds, target=0.02),
+           "errors": errors, "tier": J.info(x).tier}
+    # issue 14: one small Jacobian (Lorenz) against a hand-written @njit that allocates its output
+    hand = load("numba")
+    if hand is not None:
+        q = lorenz(1)
+        u = q.args[0]
+        L = sj.jacobian(q.make(np))
+        L.compile(u)
+        njit_call = hand.prepare(q, "jacobian").call
+        pair = {"symjac": lambda: L(u), "numba": lambda: njit_call(u)}
+        out["lorenz"] = {"times": timing.side_by_side(pair, rounds=opts.rounds, target=0.02),
+                         "errors": {name: _error(q, "jacobian", fn()) for name, fn in pair.items()},
+                         "tier": L.info(u).tier}
+    return out
 
 
 def task_firstcall(opts) -> dict:

@@ -94,3 +94,16 @@ def test_batch_rows_compare_side_by_side_medians():
     assert [row[3] for row in rows] == [report._verdict(True), report._verdict(False)]
     assert rows[0][2].startswith("2.00×")
     assert "failed: boom" in report.batch_rows({"error": "boom"})[0][2]
+
+
+def test_single_lorenz_row_compares_with_the_hand_written_call():
+    def single(s, hand):
+        times = {"symjac": {"median": 2e-6}}
+        return {"n": 20, "times": times, "lorenz": {"times": {"symjac": {"median": s}, "numba": {"median": hand}}}}
+
+    def lorenz_row(s, hand):
+        return next(r for r in report.target_rows({"single": single(s, hand)}) if "Lorenz Jacobian" in r[0])
+
+    met, missed = lorenz_row(1.1e-6, 0.6e-6), lorenz_row(1.5e-6, 0.6e-6)
+    assert met[2].startswith("1.83×") and met[3] == report._verdict(True)
+    assert missed[2].startswith("2.50×") and missed[3] == report._verdict(False)
