@@ -152,11 +152,11 @@ class TextEmitter:
 
     def apply_many(self, record, arglists: list[tuple[str, ...]]) -> list[str]:
         """``record`` on each of ``arglists`` (applications independent of each
-        other): for an outlined arithmetic record, BATCH_CALLS at a time as one
-        call of its code on vectors BATCH_CALLS times as wide (the last call
-        padded with copies of its first operands)."""
-        if len(arglists) < 2 or record.name not in self.outline or not _arithmetic(record) \
-                or self.widened(BATCH_CALLS) is None:
+        other): for a long arithmetic record (see ``_batchable``), BATCH_CALLS
+        at a time on vectors BATCH_CALLS times as wide (the last group padded
+        with copies of its first operands), written here or, for an outlined
+        record, as one call of its code."""
+        if len(arglists) < 2 or not _batchable(record) or self.widened(BATCH_CALLS) is None:
             return [self.apply(record, *args) for args in arglists]
         results: list[str] = []
         for first in range(0, len(arglists), BATCH_CALLS):
@@ -165,10 +165,18 @@ class TextEmitter:
                 results.append(self.apply(record, *chunk[0]))
                 continue
             chunk = chunk + [chunk[0]] * (BATCH_CALLS - len(chunk))
-            name, wide = self._wide_function(record)
             packed = [self.pack([args[j] for args in chunk]) for j in range(record.arity)]
-            call = self.emit(f"call {wide} {name}({', '.join(f'{wide} {a}' for a in packed)})")
-            results += self.unpack(call, BATCH_CALLS)[:min(BATCH_CALLS, len(arglists) - first)]
+            if record.name in self.outline:
+                name, wide = self._wide_function(record)
+                result = self.emit(f"call {wide} {name}({', '.join(f'{wide} {a}' for a in packed)})")
+            else:  # on the wide vectors, in this function
+                body = self.widened(BATCH_CALLS)
+                body.lines, body._count = self.lines, self._count
+                body.globals, body.tables = self.globals, self.tables
+                body.declarations, body.functions = self.declarations, self.functions
+                result = record.emit(body, *packed)
+                self._count = body._count
+            results += self.unpack(result, BATCH_CALLS)[:min(BATCH_CALLS, len(arglists) - first)]
         return results
 
     def _wide_function(self, record) -> tuple[str, str]:
@@ -405,7 +413,8 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         for out, flat in early.pop(k, ()):
             frame.store(out, str(flat), values[k])
 
-    wide = {op for op in e.outline if _arithmetic(records[op])} if e.widened(BATCH_CALLS) is not None else set()
+    wide = {op for op in used if op in records and _batchable(records[op])} \
+        if e.widened(BATCH_CALLS) is not None else set()
     for item in _schedule(program, wide, covered, dots):
         if isinstance(item, list):  # independent applications of one outlined record
             results = e.apply_many(records[program.ops[item[0]][0]],
@@ -569,20 +578,6 @@ def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> N
 
 
 _OUTLINED: dict[str, bool] = {}
-_ARITHMETIC: dict[str, bool] = {}
-
-
-def _arithmetic(record) -> bool:
-    """Does ``record``'s code call no libm function (only arithmetic and exact
-    intrinsics, which have vector forms: a wide call of it pays)?"""
-    found = _ARITHMETIC.get(record.name)
-    if found is None:
-        trial = TextEmitter("double", "trial")
-        record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
-        found = _ARITHMETIC[record.name] = all(name.startswith("llvm.") for name in trial.declarations)
-    return found
-
-
 def _outlined(record) -> bool:
     """Is ``record``'s code long enough to be a function of its own (OUTLINE_LINES)?"""
     found = _OUTLINED.get(record.name)
@@ -592,6 +587,25 @@ def _outlined(record) -> bool:
         trial = TextEmitter("double", "trial")
         record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
         found = _OUTLINED[record.name] = len(trial.lines) > OUTLINE_LINES
+    return found
+
+
+_BATCHABLE: dict[str, bool] = {}
+
+
+def _batchable(record) -> bool:
+    """Is ``record`` worth running on several blocks at once (``apply_many``):
+    long (``_outlined``), straight-line and calling no libm function (only
+    arithmetic and exact intrinsics, which have vector forms)?"""
+    found = _BATCHABLE.get(record.name)
+    if found is None:
+        found = False
+        if _outlined(record):
+            trial = TextEmitter("double", "trial")
+            record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
+            found = all(name.startswith("llvm.") for name in trial.declarations) \
+                and not any(line.endswith(":") for line in trial.lines)
+        _BATCHABLE[record.name] = found
     return found
 
 
