@@ -169,8 +169,9 @@ def test_calls_while_a_body_compiles_let_go_of_the_gil_and_give_the_same_bits(mo
 
 
 def test_body_work_shortens_the_switch_interval_and_restores_it():
-    """While any thread compiles or loads a body (its stretches of Python
-    included), a thread waiting for the GIL gets it within
+    """While any thread compiles or loads a body (but for its stretches of
+    Python: two threads running Python would spend their time handing the GIL
+    over), a thread waiting for the GIL gets it within
     ``native.SWITCH_SECONDS``; afterwards the interval is what it was, unless
     somebody changed it meanwhile."""
     before = sys.getswitchinterval()
@@ -182,9 +183,10 @@ def test_body_work_shortens_the_switch_interval_and_restores_it():
     try:
         with native.body_work:
             assert short()
-            with native.python_work:  # (not busy, but still compiling)
+            with native.python_work:  # (not busy, but still compiling): the interval as it was
                 assert not native.busy()
-                assert short()
+                assert sys.getswitchinterval() == before
+            assert short()
             with native.body_work:  # nested: one thread
                 pass
             assert short()

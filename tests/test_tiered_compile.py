@@ -115,3 +115,40 @@ def test_batch_bodies_swap_too(held_optimiser):
     native.settle()
     assert not native._quick
     np.testing.assert_array_equal(batch(X), want)
+
+
+def test_the_collector_pause_is_the_processs_counted_over_threads():
+    """A build's pause ending under a compile that came in meanwhile does not
+    turn the collector back on (the compile would pay a full collection of the
+    build's graph); the last thread out does, if it was on to begin with."""
+    import gc
+    import threading
+
+    from symjac.backend import compiler
+
+    was = gc.isenabled()
+    entered, release = threading.Event(), threading.Event()
+
+    def compile_job():
+        with compiler.collector_paused():
+            entered.set()
+            release.wait(10)
+
+    try:
+        gc.enable()
+        with compiler.collector_paused():  # the build
+            assert not gc.isenabled()
+            other = threading.Thread(target=compile_job)
+            other.start()
+            assert entered.wait(10)
+        assert not gc.isenabled()  # the build is done, the compile is not
+        release.set()
+        other.join(10)
+        assert gc.isenabled()
+        gc.disable()  # off to begin with: left off
+        with compiler.collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        release.set()
+        gc.enable() if was else gc.disable()

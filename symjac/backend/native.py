@@ -77,7 +77,6 @@ _wrapper_lock = threading.Lock()  # around compiling Numba wrappers (see compile
 _body_work = 0  # bodies being compiled or loaded right now (see busy)
 #: the interpreter's switch interval while a body is compiled or loaded (see :class:`_BodyWork`)
 SWITCH_SECONDS = 0.0002
-_working_threads = 0  # threads inside body_work, their stretches of Python included
 _switch_saved: tuple[float, float] | None = None  # (the switch interval to restore when the last leaves, ours)
 
 
@@ -226,38 +225,37 @@ def busy() -> bool:
 class _BodyWork:
     """Counts the threads compiling or loading a body, but for their stretches of pure Python.
 
-    While any thread is inside, the interpreter's switch interval is shortened to
-    :data:`SWITCH_SECONDS` (and restored after, unless changed meanwhile): a
-    thread waiting for the GIL gets it within that time instead of 5 ms.  Each
-    handover the compile needs after an LLVM call, and each turn a caller gets
-    while the compiling thread writes IR (Python), then costs a fraction of a
-    millisecond instead of up to 5 (an MLP Jacobian's compile: 40 of the 86 ms
-    of tape calls made meanwhile were such waits).  Measured in fresh processes
-    (``benchmarks.kernel_ready``, medians of 3): tape calls during the compile
-    1.8x -> 1.3x their own time for the MLP, 1.5x -> 1.2x for the 20-body
-    gradient, and its kernel ready 0.23 -> 0.15 s after the first call.
+    While any thread is inside, and not in such a stretch, the interpreter's
+    switch interval is shortened to :data:`SWITCH_SECONDS` (and restored after,
+    unless changed meanwhile): a thread waiting for the GIL gets it within that
+    time instead of 5 ms, so each handover the compile needs after an LLVM call
+    costs a fraction of a millisecond instead of up to 5.  Measured in fresh
+    processes (``benchmarks.kernel_ready``, medians of 3): tape calls during
+    the compile 1.8x -> 1.3x their own time for the MLP, 1.5x -> 1.2x for the
+    20-body gradient, and its kernel ready 0.23 -> 0.15 s after the first call.
+
+    Not while the compiling thread writes IR (Python, ``python_work``): two
+    threads running Python against each other at 0.2 ms turns could each
+    spend nearly all their time handing the GIL over.  A caller calling the tape
+    in a tight loop held up the `tanh(A @ x)` Jacobian's IR, 7 ms of work, for
+    1-13 s in about one fresh process in ten (the thread's CPU time 0.3-3.8 s).
     """
 
     def __init__(self):
         self.local = threading.local()
 
-    def _count(self, step: int) -> None:
-        global _body_work
+    @staticmethod
+    def _count(step: int) -> None:
+        global _body_work, _switch_saved
         with _lock:
             _body_work += step
-
-    @staticmethod
-    def _working(step: int) -> None:
-        global _working_threads, _switch_saved
-        with _lock:
-            _working_threads += step
-            if step > 0 and _working_threads == 1:
+            if step > 0 and _body_work == 1:
                 saved = sys.getswitchinterval()
                 if SWITCH_SECONDS < saved:
                     sys.setswitchinterval(SWITCH_SECONDS)
                     # (read back: the interpreter keeps whole microseconds, rounded down)
                     _switch_saved = (saved, sys.getswitchinterval())
-            elif step < 0 and _working_threads == 0 and _switch_saved is not None:
+            elif step < 0 and _body_work == 0 and _switch_saved is not None:
                 saved, ours = _switch_saved
                 if sys.getswitchinterval() == ours:  # (not changed meanwhile)
                     sys.setswitchinterval(saved)
@@ -266,17 +264,13 @@ class _BodyWork:
     def __enter__(self):
         depth = getattr(self.local, "depth", 0)
         self.local.depth = depth + 1
-        if depth == 0:
-            self._working(1)
-            if not getattr(self.local, "python", 0):
-                self._count(1)
+        if depth == 0 and not getattr(self.local, "python", 0):
+            self._count(1)
 
     def __exit__(self, *exc):
         self.local.depth -= 1
-        if self.local.depth == 0:
-            if not getattr(self.local, "python", 0):
-                self._count(-1)
-            self._working(-1)
+        if self.local.depth == 0 and not getattr(self.local, "python", 0):
+            self._count(-1)
 
 
 class _PythonWork:
