@@ -13,7 +13,8 @@ import symjac as sj
 from symjac.backend import compiler as _compile
 from symjac.backend import kernels as _kernels
 from symjac.backend import native
-from symjac.backend.emit import BATCH_CALLS, OUTLINE_USES, _schedule
+from symjac.backend import tape as _tape
+from symjac.backend.emit import BATCH_CALLS, OUTLINE_USES, _schedule, body_ir
 from symjac.backend.program import KernelSpec, Layout, Program
 from symjac.backend.vector import batch_body_ir, block_width
 from symjac.ir.ops import BY_NAME
@@ -309,21 +310,24 @@ def test_independent_applications_are_scheduled_together_after_their_operands():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n", [18, 6])
 def test_independent_long_records_run_on_wide_vectors_with_the_per_sample_kernels_bits(n, dtype):
-    """n independent tanh, twice, and n exp, on BATCH_CALLS blocks at once
-    (whole groups and one padded to BATCH_CALLS): used often enough (18),
-    each group is one call of the record's outlined code; less often (6),
-    the record's code on the wide vectors in place.  Special values."""
+    """n independent tanh, twice, and n exp, BATCH_CALLS at a time on wider
+    vectors (whole groups and one padded to BATCH_CALLS), in the batch body
+    (BATCH_CALLS blocks) and the single kernel (BATCH_CALLS values): used often
+    enough (18), each group is one call of the record's outlined code; less
+    often (6), the record's code on the wide vectors in place.  Special
+    values; the batch, the single kernel and the tape give the same bits."""
     width = block_width(dtype)
     program, spec = _layered_program(n, dtype)
-    layout = Layout(np.dtype(dtype), [n], [False], [True], [n])
-    text = batch_body_ir("probe", program, layout)
-    wide = f"<{BATCH_CALLS * width} x {'double' if dtype == np.float64 else 'float'}>"
+    t = "double" if dtype == np.float64 else "float"
     groups = -(-n // BATCH_CALLS)
-    if n >= OUTLINE_USES:
-        assert text.count(f"call {wide} @probe.tanh.w") == 2 * groups
-        assert text.count(f"call {wide} @probe.exp.w") == groups
-    else:
-        assert "@probe.tanh" not in text and f"fdiv {wide}" in text
+    for text, lanes in ((batch_body_ir("probe", program, Layout(np.dtype(dtype), [n], [False], [True], [n])), width),
+                        (body_ir("probe", program, Layout(np.dtype(dtype), [n], [False], None, [n])), 1)):
+        wide = f"<{BATCH_CALLS * lanes} x {t}>"
+        if n >= OUTLINE_USES:
+            assert text.count(f"call {wide} @probe.tanh.w") == 2 * groups
+            assert text.count(f"call {wide} @probe.exp.w") == groups
+        else:
+            assert "@probe.tanh" not in text and f"fdiv {wide}" in text
     specials = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e-300, -5e-324, 30.0, -22.0, 0.75, -0.75, 1.0,
                          710.0, 1e30, 3.0, -2.5, 0.125, -1e-9], dtype)
     size = 3 * width + 5
@@ -334,7 +338,8 @@ def test_independent_long_records_run_on_wide_vectors_with_the_per_sample_kernel
     with np.errstate(all="ignore"):
         batch(X, got)
         for s in range(size):
-            want = np.empty(n, dtype)
+            want, taped = np.empty(n, dtype), np.zeros(n, dtype)
             single(X[s], want)
-            assert _same(got[s], want), f"sample {s}"
+            _tape.encode(program, [n], [n], dtype).run(X[s], taped)
+            assert _same(got[s], want) and _same(taped, want), f"sample {s}"
             assert np.all(_agree(got[s], _fold(program, X[s], dtype), dtype)), f"sample {s} against NumPy"

@@ -156,7 +156,7 @@ class TextEmitter:
         at a time on vectors BATCH_CALLS times as wide (the last group padded
         with copies of its first operands), written here or, for an outlined
         record, as one call of its code."""
-        if len(arglists) < 2 or not _batchable(record) or self.widened(BATCH_CALLS) is None:
+        if len(arglists) < 2 or not _batchable(record):
             return [self.apply(record, *args) for args in arglists]
         results: list[str] = []
         for first in range(0, len(arglists), BATCH_CALLS):
@@ -193,11 +193,21 @@ class TextEmitter:
                 "entry:", *body.lines, f"  ret {body.vt} {result}", "}", ""])
         return name, body.vt
 
-    def widened(self, factor: int) -> TextEmitter | None:
-        """An emitter for another function of this module, on vectors of ``factor``
-        times as many values as this one's, with ``pack`` and ``unpack`` to move
-        values between the two; None: none here (scalar code keeps its calls)."""
-        return None
+    def widened(self, factor: int) -> VectorEmitter:
+        """An emitter on vectors of ``factor`` times as many values as this
+        one's (``pack`` and ``unpack`` move values between the two)."""
+        return VectorEmitter(self.t, self.prefix, factor)
+
+    def pack(self, values: list[str]) -> str:
+        """``values`` as the lanes of one vector (of ``widened(len(values))``)."""
+        vector = "poison"
+        for j, value in enumerate(values):
+            vector = self.emit(f"insertelement <{len(values)} x {self.t}> {vector}, {self.t} {value}, i64 {j}")
+        return vector
+
+    def unpack(self, vector: str, n: int) -> list[str]:
+        """The ``n`` values ``pack`` put in ``vector``."""
+        return [self.emit(f"extractelement <{n} x {self.t}> {vector}, i64 {j}") for j in range(n)]
 
     def buffer(self, name: str, n: int) -> str:
         """A stack buffer of at least ``n`` values, shared by every request for ``name``."""
@@ -338,6 +348,165 @@ class TextEmitter:
         return f", !llvm.loop !{n}"
 
 
+class VectorEmitter(TextEmitter):
+    """The emitter helper on ``<W x t>`` vectors: one lane per sample of a
+    block (``vector.py``), or per application of a record run several at
+    once (``TextEmitter.apply_many``).
+
+    ``self.t`` stays the element type (tables, scalar loads and stores use it);
+    ``self.vt`` is the type of the values the records compute with.
+    """
+
+    def __init__(self, ftype: str, prefix: str, width: int):
+        super().__init__(ftype, prefix)
+        self.width = width
+        self.vt = f"<{width} x {ftype}>"
+        self.bt = f"<{width} x i1>"
+        self.nbytes = 4 if ftype == "float" else 8
+        self.numbers: dict[str, int] = {}  # program constants (literal) -> index in the table %k
+
+    @property
+    def vtype(self) -> str:
+        return self.vt
+
+    def fresh_emitter(self) -> VectorEmitter:
+        return VectorEmitter(self.t, self.prefix, self.width)
+
+    def widened(self, factor: int) -> VectorEmitter:
+        return VectorEmitter(self.t, self.prefix, factor * self.width)
+
+    def pack(self, values: list[str]) -> str:
+        """Vectors of ``W`` lanes joined into one of ``len(values) * W`` (``len(values)`` a power of two)."""
+        w = self.width
+        while len(values) > 1:
+            mask = "<" + ", ".join(f"i32 {j}" for j in range(2 * w)) + ">"
+            values = [self.emit(f"shufflevector <{w} x {self.t}> {a}, <{w} x {self.t}> {b}, <{2 * w} x i32> {mask}")
+                      for a, b in zip(values[::2], values[1::2], strict=True)]
+            w *= 2
+        return values[0]
+
+    def unpack(self, vector: str, n: int) -> list[str]:
+        """The ``n`` vectors ``pack`` joined into ``vector``."""
+        w = self.width
+        return [self.emit(f"shufflevector <{n * w} x {self.t}> {vector}, <{n * w} x {self.t}> poison, "
+                          f"<{w} x i32> <{', '.join(f'i32 {j * w + i}' for i in range(w))}>") for j in range(n)]
+
+    # ----- lanes -----
+
+    def splat(self, scalar: str) -> str:
+        """A vector with ``scalar`` in every lane."""
+        one = self.emit(f"insertelement {self.vt} poison, {self.t} {scalar}, i64 0")
+        return self.emit(f"shufflevector {self.vt} {one}, {self.vt} poison, <{self.width} x i32> zeroinitializer")
+
+    def lanes(self, vector: str) -> list[str]:
+        return [self.emit(f"extractelement {self.vt} {vector}, i64 {j}") for j in range(self.width)]
+
+    def gather(self, scalars: list[str]) -> str:
+        vector = "poison"
+        for j, s in enumerate(scalars):
+            vector = self.emit(f"insertelement {self.vt} {vector}, {self.t} {s}, i64 {j}")
+        return vector
+
+    def transpose(self, vectors: list[str]) -> list[str]:
+        """``W`` vectors of ``W`` lanes -> ``W`` vectors with ``out[j][i] = vectors[i][j]``
+        (log2 W rounds of interleaving pairs: a perfect shuffle each round)."""
+        w, half = self.width, self.width // 2
+        lo = "<" + ", ".join(f"i32 {m}" for j in range(half) for m in (j, w + j)) + ">"
+        hi = "<" + ", ".join(f"i32 {m}" for j in range(half, w) for m in (j, w + j)) + ">"
+        for _ in range(w.bit_length() - 1):
+            shuffled = []
+            for i in range(half):
+                a, b = vectors[i], vectors[i + half]
+                shuffled.append(self.emit(f"shufflevector {self.vt} {a}, {self.vt} {b}, <{w} x i32> {lo}"))
+                shuffled.append(self.emit(f"shufflevector {self.vt} {a}, {self.vt} {b}, <{w} x i32> {hi}"))
+            vectors = shuffled
+        return vectors
+
+    def number(self, value: float) -> str:
+        """A program constant, read from the block's table ``%k`` (an argument,
+        so LLVM cannot fold it into a literal).  A literal vector constant
+        lives in the constant pool, and the JIT's large code model loads each
+        one's address with its own ``movabs``: 5,500 extra instructions for an
+        MLP's weights.  From the table each is a broadcast operand ``off(%reg)``."""
+        key = float_literal(value, self.t)
+        if key not in self.numbers:
+            self.numbers[key] = len(self.numbers)
+        at = self.emit(f"getelementptr inbounds {self.t}, ptr %k, i64 {self.numbers[key]}")
+        # a <1 x t> load spread by one shuffle: as a scalar load + insertelement + shuffle, LLVM's
+        # optimiser took 28 s instead of 1.3 s on an MLP's 5,400 constants
+        one = self.emit(f"load <1 x {self.t}>, ptr {at}, align {self.nbytes}")
+        return self.emit(f"shufflevector <1 x {self.t}> {one}, <1 x {self.t}> poison, <{self.width} x i32> zeroinitializer")
+
+    # ----- the emitter helper -----
+
+    def const(self, value: float) -> str:
+        return f"splat ({self.t} {float_literal(value, self.t)})"
+
+    def add(self, a, b):
+        return self.emit(f"fadd {self.vt} {a}, {b}")
+
+    def sub(self, a, b):
+        return self.emit(f"fsub {self.vt} {a}, {b}")
+
+    def mul(self, a, b):
+        return self.emit(f"fmul {self.vt} {a}, {b}")
+
+    def div(self, a, b):
+        return self.emit(f"fdiv {self.vt} {a}, {b}")
+
+    def neg(self, a):
+        return self.emit(f"fneg {self.vt} {a}")
+
+    def call(self, function: str, *args):
+        """libm lane by lane: vector math libraries do not give libm's bits."""
+        name = function + self.suffix
+        t = self.t
+        self.declare(name, f"declare {t} @{name}({', '.join([t] * len(args))}) #0")
+        columns = [self.lanes(a) for a in args]
+        results = [self.emit(f"call {t} @{name}({', '.join(f'{t} {c[j]}' for c in columns)})")
+                   for j in range(self.width)]
+        return self.gather(results)
+
+    def intrinsic(self, name: str, *args):
+        full = f"llvm.{name}.v{self.width}{'f32' if self.t == 'float' else 'f64'}"
+        self.declare(full, f"declare {self.vt} @{full}({', '.join([self.vt] * len(args))})")
+        return self.emit(f"call {self.vt} @{full}({', '.join(f'{self.vt} {a}' for a in args)})")
+
+    def exp2i(self, k):
+        w = self.width
+        bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
+        k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
+        k = self.select(self.cmp("<", k, self.const(-bias)), self.const(-bias), k)  # exponent field 0: 0.0
+        exponent = self.emit(f"add <{w} x {bits}> {self.emit(f'fptosi {self.vt} {k} to <{w} x {bits}>')}, "
+                             f"splat ({bits} {bias})")
+        shifted = self.emit(f"shl <{w} x {bits}> {exponent}, splat ({bits} {shift})")
+        return self.emit(f"bitcast <{w} x {bits}> {shifted} to {self.vt}")
+
+    def cmp(self, symbol: str, a, b):
+        return self.emit(f"fcmp {_PREDICATE[symbol]} {self.vt} {a}, {b}")
+
+    def isnan(self, a):
+        return self.emit(f"fcmp uno {self.vt} {a}, {a}")
+
+    def truth(self, a):
+        return self.emit(f"fcmp une {self.vt} {a}, {self.const(0.0)}")
+
+    def select(self, condition, a, b):
+        return self.emit(f"select {self.bt} {condition}, {self.vt} {a}, {self.vt} {b}")
+
+    def and_(self, p, q):
+        return self.emit(f"and {self.bt} {p}, {q}")
+
+    def or_(self, p, q):
+        return self.emit(f"or {self.bt} {p}, {q}")
+
+    def xor(self, p, q):
+        return self.emit(f"xor {self.bt} {p}, {q}")
+
+    def not_(self, p):
+        return self.emit(f"xor {self.bt} {p}, splat (i1 true)")
+
+
 class Frame:
     """Where a program's operands live: per input a pointer to its (sample's)
     first element or a scalar value, per output a pointer."""
@@ -413,8 +582,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         for out, flat in early.pop(k, ()):
             frame.store(out, str(flat), values[k])
 
-    wide = {op for op in used if op in records and _batchable(records[op])} \
-        if e.widened(BATCH_CALLS) is not None else set()
+    wide = {op for op in used if op in records and _batchable(records[op])}
     for item in _schedule(program, wide, covered, dots):
         if isinstance(item, list):  # independent applications of one outlined record
             results = e.apply_many(records[program.ops[item[0]][0]],
