@@ -139,16 +139,26 @@ class TextEmitter:
         if record.name not in self.outline:
             return record.emit(self, *args)
         name = f"@{self.prefix}.{record.name}.{'v' if self.vtype != self.t else 's'}"
-        if name not in self.functions:
-            body = self.fresh_emitter()
-            body.globals, body.tables = self.globals, self.tables
-            body.declarations, body.functions = self.declarations, self.functions
-            params = [f"%p{j}" for j in range(len(args))]
-            result = record.emit(body, *params)
-            self.functions[name] = "\n".join([
-                f"define internal {self.vtype} {name}({', '.join(f'{self.vtype} {p}' for p in params)}) #3 {{",
-                "entry:", *body.lines, f"  ret {self.vtype} {result}", "}", ""])
+        self._define(name, record, self.fresh_emitter())
         return self.emit(f"call {self.vtype} {name}({', '.join(f'{self.vtype} {a}' for a in args)})")
+
+    def _module(self, body: TextEmitter) -> TextEmitter:
+        """``body``, an emitter for more code of this module, sharing its globals,
+        tables, declarations and functions."""
+        body.globals, body.tables = self.globals, self.tables
+        body.declarations, body.functions = self.declarations, self.functions
+        return body
+
+    def _define(self, name: str, record, body: TextEmitter) -> None:
+        """``record``'s code, emitted through ``body``, as the internal function ``name`` (once)."""
+        if name not in self.functions:
+            self._module(body)
+            params = [f"%p{j}" for j in range(record.arity)]
+            result = record.emit(body, *params)
+            t = body.vtype
+            self.functions[name] = "\n".join([
+                f"define internal {t} {name}({', '.join(f'{t} {p}' for p in params)}) #3 {{",
+                "entry:", *body.lines, f"  ret {t} {result}", "}", ""])
 
     def apply_many(self, record, arglists: list[tuple[str, ...]]) -> list[str]:
         """``record`` on each of ``arglists`` (applications independent of each
@@ -170,10 +180,8 @@ class TextEmitter:
                 name, wide = self._wide_function(record)
                 result = self.emit(f"call {wide} {name}({', '.join(f'{wide} {a}' for a in packed)})")
             else:  # on the wide vectors, in this function
-                body = self.widened(BATCH_CALLS)
+                body = self._module(self.widened(BATCH_CALLS))
                 body.lines, body._count = self.lines, self._count
-                body.globals, body.tables = self.globals, self.tables
-                body.declarations, body.functions = self.declarations, self.functions
                 result = record.emit(body, *packed)
                 self._count = body._count
             results += self.unpack(result, BATCH_CALLS)[:min(BATCH_CALLS, len(arglists) - first)]
@@ -183,14 +191,7 @@ class TextEmitter:
         """The outlined ``record`` on BATCH_CALLS values at once: its name and value type."""
         body = self.widened(BATCH_CALLS)
         name = f"@{self.prefix}.{record.name}.w{body.width}"
-        if name not in self.functions:
-            body.globals, body.tables = self.globals, self.tables
-            body.declarations, body.functions = self.declarations, self.functions
-            params = [f"%p{j}" for j in range(record.arity)]
-            result = record.emit(body, *params)
-            self.functions[name] = "\n".join([
-                f"define internal {body.vt} {name}({', '.join(f'{body.vt} {p}' for p in params)}) #3 {{",
-                "entry:", *body.lines, f"  ret {body.vt} {result}", "}", ""])
+        self._define(name, record, body)
         return name, body.vt
 
     def widened(self, factor: int) -> VectorEmitter:
