@@ -21,6 +21,7 @@ records emitted through the same helper: kernels and tape give the same bits.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections import Counter
 
@@ -40,11 +41,11 @@ CONST_TABLE = 16
 #: with a few exp ran up to 15% slower batches calling it (vector registers spilled around it)
 OUTLINE_LINES = 24
 OUTLINE_USES = 16
-#: applications of one outlined arithmetic record that do not depend on each other run
-#: this many at a time, as one call on vectors this many times as wide (lane-wise the same
-#: operations: the same bits).  One tanh is a chain of ~30 dependent operations (a Horner
-#: polynomial, two divisions) that the core overlaps with little else; four side by side
-#: fill its pipelines (see emit_program's schedule)
+#: applications of one long arithmetic record (tanh, exp: ``_batchable``) that do not depend
+#: on each other run this many at a time, on vectors this many times as wide, in place or
+#: as one call of the outlined code (lane-wise the same operations: the same bits).  One
+#: tanh is a chain of ~30 dependent operations (a Horner polynomial, a division) that the
+#: core overlaps with little else; four side by side fill its pipelines (see ``_schedule``)
 BATCH_CALLS = 4
 #: a batch sample with more unwritten entries than this is zeroed with memset first
 MEMSET_ZEROS = 32
@@ -585,7 +586,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
 
     wide = {op for op in used if op in records and _batchable(records[op])}
     for item in _schedule(program, wide, covered, dots):
-        if isinstance(item, list):  # independent applications of one outlined record
+        if isinstance(item, list):  # independent applications of one batchable record
             results = e.apply_many(records[program.ops[item[0]][0]],
                                    [tuple(values[a] for a in program.ops[k][1]) for k in item])
             values.update(zip(item, results, strict=True))
@@ -609,7 +610,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         else:
             values[k] = e.apply(records[op], *(values[a] for a in args))
         computed(k)
-    for k in list(early):  # (every stored value is computed above: this writes nothing)
+    for k in list(early):  # (none left: each stored value was taken as computed; a missing one fails here)
         computed(k)
     # the other straight-line stores in address order, constants and zeros among them: LLVM
     # joins neighbours into vector stores (see UNROLL_SAMPLES)
@@ -636,12 +637,12 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
             out, e.lookup(idx, n, k, "i64"), e.splat(e.lookup(val, n, k, e.t))))
 
 
-def _schedule(program: Program, outline: set, covered: set, dots: list) -> list:
+def _schedule(program: Program, batched: set, covered: set, dots: list) -> list:
     """The order to emit ``program``'s operations in: positions, and lists of
-    positions (applications of one record of ``outline``, independent of each
+    positions (applications of one record of ``batched``, independent of each
     other, to emit together: ``TextEmitter.apply_many``).
 
-    Program order, unless records of ``outline`` are applied more than once:
+    Program order, unless records of ``batched`` are applied more than once:
     then by *depth*, the most such applications on a path from the inputs to
     an operation.  The other operations of depth ``d`` come first, then the
     applications of depth ``d + 1`` (which use nothing deeper, so none uses
@@ -652,7 +653,7 @@ def _schedule(program: Program, outline: set, covered: set, dots: list) -> list:
     on all its operands.
     """
     n = len(program.ops)
-    if not outline:
+    if not batched:
         return list(range(n))
     group_at = {grp.at: grp for grp in dots}
     depth = [0] * n
@@ -669,7 +670,7 @@ def _schedule(program: Program, outline: set, covered: set, dots: list) -> list:
             d = max([d, *(depth[v] for v in group_at[k].operands)])
         elif k in late:
             d = depth[late[k]]
-        if op in outline and k not in covered:
+        if op in batched and k not in covered:
             depth[k], key[k] = d + 1, 2 * d + 1
             calls += 1
         else:
@@ -746,36 +747,32 @@ def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> N
     frame.store(grp.output, _index(e, grp.outs, k), local[grp.root])
 
 
-_OUTLINED: dict[str, bool] = {}
+@functools.cache
+def _trial(name: str) -> TextEmitter:
+    """Record ``name``'s code emitted once on scalars (``_outlined`` and
+    ``_batchable`` read its length, calls and labels)."""
+    record = _ops.BY_NAME[name]
+    trial = TextEmitter("double", "trial")
+    record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
+    return trial
+
+
 def _outlined(record) -> bool:
     """Is ``record``'s code long enough to be a function of its own (OUTLINE_LINES)?"""
-    found = _OUTLINED.get(record.name)
-    if found is None and record.emit is None:  # (load, const: no code of their own)
-        found = _OUTLINED[record.name] = False
-    if found is None:
-        trial = TextEmitter("double", "trial")
-        record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
-        found = _OUTLINED[record.name] = len(trial.lines) > OUTLINE_LINES
-    return found
-
-
-_BATCHABLE: dict[str, bool] = {}
+    if record.emit is None:  # (load, const: no code of their own)
+        return False
+    return len(_trial(record.name).lines) > OUTLINE_LINES
 
 
 def _batchable(record) -> bool:
     """Is ``record`` worth running on several blocks at once (``apply_many``):
     long (``_outlined``), straight-line and calling no libm function (only
     arithmetic and exact intrinsics, which have vector forms)?"""
-    found = _BATCHABLE.get(record.name)
-    if found is None:
-        found = False
-        if _outlined(record):
-            trial = TextEmitter("double", "trial")
-            record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
-            found = all(name.startswith("llvm.") for name in trial.declarations) \
-                and not any(line.endswith(":") for line in trial.lines)
-        _BATCHABLE[record.name] = found
-    return found
+    if not _outlined(record):
+        return False
+    trial = _trial(record.name)
+    return all(name.startswith("llvm.") for name in trial.declarations) \
+        and not any(line.endswith(":") for line in trial.lines)
 
 
 def vm_ir(symbol: str, ftype: str) -> str:

@@ -42,8 +42,6 @@ from .program import Layout, Program
 WIDTH = {"double": 8, "float": 16}
 
 
-
-
 def block_width(dtype) -> int:
     """Samples per block for compute dtype ``dtype``."""
     return WIDTH["float" if np.dtype(dtype) == np.float32 else "double"]
