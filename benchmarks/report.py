@@ -345,7 +345,7 @@ METHOD = """How the targets were measured:
 - **Threads.** 1-thread figures: `numba.set_num_threads(1)` (symjac and the hand-written kernel, a serial loop)
   and `XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1` for JAX, set in that
   child process before anything is imported or timed. "Both cores" switches symjac to `set_num_threads(2)`
-  between interleaved rounds.
+  (and back to 1) before each repeat of the interleaved rounds, untimed.
 - **Kernel tier.** symjac steady numbers are on the compiled kernel (`.compile(*args)` first); first-call
   (tape tier) times are the build times in the tables below.
 - **Cold / warm process.** Before the cold measurement one throwaway child (a 10-equation map, in the same cache

@@ -74,13 +74,11 @@ def task_throughput(opts) -> dict:
         errors[name] = _error(p, "batch", call(X))
     one = timing.side_by_side(contenders, rounds=opts.rounds)
 
-    def on(threads):
-        def call():
-            numba.set_num_threads(threads)
-            return V(X)
-        return call
+    def threads(count):
+        return lambda: numba.set_num_threads(count)
 
-    both = timing.side_by_side({"symjac_1": on(1), "symjac_2": on(2)}, rounds=opts.rounds)
+    both = timing.side_by_side({"symjac_1": lambda: V(X), "symjac_2": lambda: V(X)}, rounds=opts.rounds,
+                               setup={"symjac_1": threads(1), "symjac_2": threads(2)})
     return {"batch": len(X), "one_thread": one, "both_cores": both, "errors": errors,
             "tier": V.info(X).tier, "numba_threads_max": numba.config.NUMBA_NUM_THREADS}
 

@@ -55,15 +55,25 @@ def per_call(fn: Callable[[], object], repeats: int = 7, target: float = 0.02, b
     return {"median": statistics.median(times), "min": min(times), "max": max(times), "repeats": len(times)}
 
 
-def side_by_side(contenders: dict[str, Callable[[], object]], rounds: int = 9, target: float = 0.05) -> dict:
-    """Median seconds per call of each contender, timed in interleaved rounds."""
-    for fn in contenders.values():
-        fn()
-    numbers = {name: _calibrate(fn, target) for name, fn in contenders.items()}
+def side_by_side(contenders: dict[str, Callable[[], object]], rounds: int = 9, target: float = 0.05,
+                 setup: dict[str, Callable[[], object]] | None = None) -> dict:
+    """Median seconds per call of each contender, timed in interleaved rounds.
+    ``setup[name]``, if given, runs untimed before each of that contender's
+    repeats (a thread count, say: a setting, not part of the call)."""
+    setup = setup or {}
+
+    def ready(name):
+        if name in setup:
+            setup[name]()
+        return contenders[name]
+
+    for name in contenders:
+        ready(name)()
+    numbers = {name: _calibrate(ready(name), target) for name in contenders}
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
-        for name, fn in contenders.items():
-            samples[name].append(_one_repeat(fn, numbers[name]))
+        for name in contenders:
+            samples[name].append(_one_repeat(ready(name), numbers[name]))
     return {
         name: {"median": statistics.median(t), "min": min(t), "max": max(t), "repeats": len(t)}
         for name, t in samples.items()

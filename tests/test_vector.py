@@ -5,6 +5,7 @@ shared inputs mixed, the serial and the parallel sample loop."""
 
 import ctypes
 
+import numba
 import numpy as np
 import pytest
 from test_ops import _agree, _program
@@ -69,15 +70,22 @@ def test_every_record_on_blocks_of_samples_gives_the_per_sample_kernels_bits(dty
     serial = _load(program, spec, [True], f"{spec.name}_batch_serial")
     parallel = _load(program, spec, [True], f"{spec.name}_batch")
     n_out = len(program.stores)
-    got_serial, got_parallel = np.empty((size, n_out), dtype), np.empty((size, n_out), dtype)
+    got_serial = np.empty((size, n_out), dtype)
     serial(X, got_serial)
-    parallel(X, got_parallel)
     for s in (0, width - 1, width, size - 1):  # lanes 0 and W-1 of whole blocks, and the remainder
         want = np.empty(n_out, dtype)
         single(X[s], want)
         assert _same(got_serial[s], want), f"sample {s}"
         assert np.all(_agree(got_serial[s], _fold(program, X[s], dtype), dtype)), f"sample {s} against NumPy"
-    assert got_parallel.tobytes() == got_serial.tobytes()
+    was = numba.get_num_threads()
+    try:  # one thread: the serial range inside the parallel kernel; two: a part each (a block | the rest)
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            got_parallel = np.full((size, n_out), np.nan, dtype)
+            parallel(X, got_parallel)
+            assert got_parallel.tobytes() == got_serial.tobytes(), f"{threads} threads"
+    finally:
+        numba.set_num_threads(was)
 
 
 def _f(x, w, s):

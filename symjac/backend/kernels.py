@@ -25,8 +25,6 @@ from . import native
 from .program import KernelSpec, Program, to_text
 from .vector import block_width
 
-#: a parallel batch is cut into at most this many ranges of samples (one body call each)
-BATCH_PARTS = 256
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,150}")
 _LITERAL = re.compile(r"[A-Za-z0-9_ .,;|+\-]*")  # opcode names, numbers, separators
 
@@ -90,7 +88,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     block = block_width(spec.dtype)
     lines += [
         "from numba import njit, prange",
-        "from symjac.backend.native import native_range",
+        "from symjac.backend.native import native_range, thread_count",
         "",
         f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
         "",
@@ -98,7 +96,10 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
         "@njit(cache=True, nogil=True, parallel=True)",
         f"def {name}_batch({args}):",
         "    n = out0.shape[0]",
-        f"    parts = min(n, {BATCH_PARTS})  # ranges of samples, spread over the threads by prange",
+        "    parts = min(n, thread_count())  # one range of samples per thread",
+        "    if parts <= 1:",
+        f'        native_range({packed}, 0, n, "{symbol}")',
+        "        return",
         "    for c in prange(parts):",
         f"        lo = c * n // parts // {block} * {block}  # whole blocks of samples, but for the last part",
         f"        hi = n if c == parts - 1 else (c + 1) * n // parts // {block} * {block}",

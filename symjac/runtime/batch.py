@@ -158,12 +158,9 @@ class BatchProgram(Kernel):
         return out if c.out_shapes[0] else out.reshape(n)
 
     def _parallel(self, size: int) -> bool:
-        """Threads pay off only for enough work (a parallel region costs a few
-        µs: 8 Lorenz Jacobians 2.5 µs on two threads, 0.6 µs serially) and more
-        than one thread: on one, the serial loop is 0-3% faster than the
-        parallel one (100,000 Lorenz Jacobians 147 vs 151 µs, 10,000 kinetics
-        Jacobians 877 vs 904 µs; side by side, medians)."""
-        return size * max(self.tape.n_ops, 1) >= PARALLEL_WORK and numba.get_num_threads() > 1
+        """Threads pay off only for enough work: a parallel region costs a few
+        µs (8 Lorenz Jacobians 2.5 µs on two threads, 0.6 µs serially)."""
+        return size * max(self.tape.n_ops, 1) >= PARALLEL_WORK
 
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
@@ -171,8 +168,10 @@ class BatchProgram(Kernel):
             STATS.kernel_calls += 1
             if self._parallel(outs[0].shape[0]):
                 if self._threaded:
+                    # reads the thread count itself (40 ns there, 0.7 µs from Python) and on
+                    # one thread runs the serial loop
                     kernel = self._threaded
-                elif self._threaded is None:
+                elif self._threaded is None and numba.get_num_threads() > 1:
                     self._want_threads()
             kernel(*part, *outs)
             return
@@ -183,7 +182,8 @@ class BatchProgram(Kernel):
         shared_parts = [np.reshape(p, -1) for p, b in zip(part, self.batched, strict=True) if not b]
         shared = np.concatenate(shared_parts) if shared_parts else np.zeros(1, self.compiled.dtype)
         buf = np.zeros((n, self.compiled.out_offsets.total), dtype=self.compiled.dtype)
-        self.tape.run_batch(np.ascontiguousarray(batched), shared, buf, self._parallel(n))
+        self.tape.run_batch(np.ascontiguousarray(batched), shared, buf,
+                            self._parallel(n) and numba.get_num_threads() > 1)
         for o, part_of_buf in zip(outs, self.compiled.out_offsets.split(buf), strict=True):
             o[...] = part_of_buf.reshape(o.shape)
 
