@@ -1,9 +1,12 @@
 """vmap: per-sample results over a batch, in one compiled loop."""
 
+import numba
 import numpy as np
 import pytest
 
 import symjac as sj
+from symjac.backend import compiler as _compile
+from symjac.runtime import batch as _batch
 from symjac.runtime import dispatch
 
 rng = np.random.default_rng(0)
@@ -106,6 +109,37 @@ def test_kernel_and_tape_agree_bit_for_bit_and_run_in_parallel():
     assert "in parallel over samples" in V.source(X)
     with open(info.path) as fh:
         assert "prange(" in fh.read()  # the kernel module's sample loop
+
+
+def test_a_large_repeated_batch_runs_on_the_parallel_loop_on_one_thread_or_more():
+    """Above the parallel size the short path hands a batch to the parallel loop
+    once it has loaded; that loop reads the thread count itself and runs the
+    serial range on one thread.  Either way: the serial loop's bits."""
+    V = sj.vmap(sj.jacobian(lorenz))
+    X = rng.standard_normal((_batch.PARALLEL_WORK // 4 + 13, 3))
+    V.compile(X)
+    V(X)
+    program = V._fast[2]
+    assert X.shape[0] >= program._parallel_rows
+    want = np.empty((X.shape[0], 3, 3))
+    program.kernel(X, want)
+    was = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        V(X)  # asks for the parallel loop if there is more than one thread
+        _compile.wait_all()
+        if numba.get_num_threads() > 1:
+            assert program._threaded, "the parallel loop did not load"
+        for threads in sorted({1, numba.get_num_threads()}):
+            numba.set_num_threads(threads)
+            del_me = V(X[::-1].copy())  # its memory, freed, is likely what the next output gets
+            del del_me
+            calls = sj.cache_info().kernel_calls
+            got = V(X)
+            assert sj.cache_info().kernel_calls == calls + 1  # the kernel, not the tape
+            assert got.tobytes() == want.tobytes(), f"{threads} threads"
+    finally:
+        numba.set_num_threads(was)
 
 
 def test_repeat_calls_on_the_kernel_take_the_short_path_and_stay_correct():
