@@ -142,6 +142,73 @@ def test_a_large_repeated_batch_runs_on_the_parallel_loop_on_one_thread_or_more(
         numba.set_num_threads(was)
 
 
+def test_a_long_batch_runs_the_tape_in_steps_and_a_kernel_ready_meanwhile_takes_the_rest(monkeypatch):
+    """The tape runs a batch in steps; once the kernel is there (compiled during
+    the call) it runs everything left in one go.  Both give the same bits."""
+    V = sj.vmap(sj.jacobian(lorenz))
+    X = rng.standard_normal((1000, 3))
+    V.compile(X)
+    V(X)
+    program = V._fast[2]
+    want = V(X)
+    kernel = program.kernel
+    program.kernel = None  # not compiled yet
+    monkeypatch.setattr(program, "_tape_rows", 100)
+    steps = []
+    run_chunk = program._run_chunk
+
+    def spy(part, outs):
+        steps.append((outs[0].shape[0], "kernel" if program.kernel is not None else "tape"))
+        run_chunk(part, outs)
+        if len(steps) == 3:
+            program.kernel = kernel  # its compile finished during the third step
+
+    monkeypatch.setattr(program, "_run_chunk", spy)
+    try:
+        got = V(X)
+    finally:
+        program.kernel = kernel
+    assert steps == [(100, "tape"), (100, "tape"), (100, "tape"), (700, "kernel")]
+    assert got.tobytes() == want.tobytes()
+
+
+def test_a_long_tape_batch_lets_go_of_the_gil_while_something_compiles(monkeypatch):
+    """During a compile a long tape batch runs through the C entry that lets go of
+    the GIL (the compile's Python work runs beside it); same results."""
+    from symjac.backend import tape as _tape
+
+    V = sj.vmap(sj.jacobian(lorenz))
+    X = rng.standard_normal((300, 3))
+    want = V(X)
+    _compile.wait_all()  # nothing of this program compiling while the test patches the tape
+    program = V._entries[next(iter(V._entries))]
+    entries = _tape._entry_points(np.float64)
+    used = []
+    def spy(k, entry):
+        def call(*args):
+            used.append(k)
+            return entry(*args)
+        return call
+
+    spied = tuple(spy(k, entry) for k, entry in enumerate(entries))
+    monkeypatch.setitem(_tape._entries, np.dtype(np.float64), spied)
+    monkeypatch.setattr(_tape, "_loaded", lambda name, dtype: None)  # the C entries, not Numba's wrappers
+    monkeypatch.setattr(_tape, "LONG_BATCH", 300 * program.n_ops)
+    monkeypatch.setattr(_compile, "busy", lambda: True)  # a compile queued or running...
+    monkeypatch.setattr(_tape._native, "busy", lambda: False)  # ...but not in a body's LLVM work
+    kernel, program.kernel = program.kernel, None
+    try:
+        got = V(X)
+        long_entry = used[-1]
+        monkeypatch.setattr(_tape, "LONG_BATCH", 300 * program.n_ops + 1)
+        np.testing.assert_array_equal(V(X), want)
+        short_entry = used[-1]
+    finally:
+        program.kernel = kernel
+    np.testing.assert_array_equal(got, want)
+    assert (long_entry, short_entry) == (3, 1)  # rows, letting go of the GIL; rows, keeping it
+
+
 def test_repeat_calls_on_the_kernel_take_the_short_path_and_stay_correct():
     """A repeated one-array call skips argument binding; it must still give a
     fresh output each call and fall back for other shapes, dtypes and layouts."""

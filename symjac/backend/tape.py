@@ -120,7 +120,10 @@ class Tape:
         """Evaluate every row of ``batched`` (B, n_b) into ``out`` (B, n_out)."""
         dtype = self.consts.dtype
         run = _loaded("run_batch" if parallel else "run_batch_serial", dtype)
-        free = _native.busy()
+        # a long batch lets go of the GIL while anything compiles: the compile's Python work
+        # (IR, Numba wrappers) then runs beside it instead of after it, and getting the GIL
+        # back (a switch interval at most) is small against the batch
+        free = _native.busy() or (batched.shape[0] * self.n_ops >= LONG_BATCH and _compile.busy())
         if run is not None and not free:
             run(self.code, self.consts, batched, shared, self.store_idx, self.store_val,
                 self.const_idx, self.const_val, out)
@@ -131,6 +134,11 @@ class Tape:
         work = np.empty(max(self.n_ops, 1), dtype=dtype)
         rows(code, n, consts, _address(batched), batched.shape[1], _address(shared), _address(work), *tail,
              _address(out), out.shape[1], 0, batched.shape[0])
+
+
+#: rows x operations of a tape batch long enough to let go of the GIL while a compile runs
+#: (about 20 ms of the interpreter's work)
+LONG_BATCH = 4_000_000
 
 
 def _address(a: np.ndarray) -> int:

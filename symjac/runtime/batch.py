@@ -22,8 +22,12 @@ from .stats import STATS
 
 #: batch size x program operations above which the batch loop runs on all threads
 PARALLEL_WORK = 200_000
-#: rows per tape-interpreter chunk (bounds the gathered-input workspace)
+#: rows per tape-interpreter step: at most TAPE_CHUNK (bounds the gathered-input workspace),
+#: and about TAPE_WORK rows x operations (~40 ms), after which a kernel compiled meanwhile
+#: takes over (the MLP's first 10,000 per-sample Jacobians: 1.0 s on the tape, its kernel
+#: ready after 0.5 s)
 TAPE_CHUNK = 8192
+TAPE_WORK = 8_000_000
 #: batch outputs smaller than this are not checked against available memory
 #: (reading the limits costs ~50 µs: only for big requests)
 CHECKED_BYTES = 256 * 2**20
@@ -64,6 +68,7 @@ class BatchProgram(Kernel):
         self._row_shaped = bool(compiled.out_shapes[0]) if compiled.out_shapes else True
         self._unchecked_rows = (CHECKED_BYTES - 1) // max(self.bytes_per_sample, 1)
         self._parallel_rows = -(-PARALLEL_WORK // max(self.n_ops, 1))
+        self._tape_rows = max(1, min(TAPE_CHUNK, TAPE_WORK // max(self.n_ops, 1)))
         # one batched array in, one array out, nothing to convert: run_one's case
         self.one_array = (
             batched == [True] and compiled.leaves == [(0, None)] and len(compiled.out_shapes) == 1
@@ -138,16 +143,21 @@ class BatchProgram(Kernel):
         # the batch kernel writes every entry (zeros included); the tape only the nonzeros
         alloc = np.empty if self.kernel is not None else np.zeros
         outs = [alloc((size, *s), dtype=dtype) for s in self.out_shapes]
-        # the tape gathers each chunk's inputs into one buffer: bound that workspace
-        step = chunk_size or (size if self.kernel is not None else TAPE_CHUNK) or 1
-        for start in range(0, size, step):
-            stop = min(size, start + step)
-            part = [
-                np.ascontiguousarray(a[start:stop], dtype=dtype) if is_b
-                else (dtype.type(a) if np.ndim(a) == 0 else np.ascontiguousarray(a, dtype=dtype))
-                for a, is_b in zip(leaves, self.batched, strict=True)
-            ]
+        shared = [None if is_b else (dtype.type(a) if np.ndim(a) == 0 else np.ascontiguousarray(a, dtype=dtype))
+                  for a, is_b in zip(leaves, self.batched, strict=True)]
+        start = 0
+        while start < size:
+            if chunk_size:
+                stop = start + chunk_size
+            elif self.kernel is not None:  # ready, perhaps during this call: the rest in one go
+                stop = size
+            else:  # steps of the tape: a kernel compiled meanwhile takes over at the next one
+                stop = start + self._tape_rows
+            stop = min(size, stop)
+            part = [np.ascontiguousarray(a[start:stop], dtype=dtype) if is_b else fixed
+                    for a, is_b, fixed in zip(leaves, self.batched, shared, strict=True)]
             self._run_chunk(part, [o[start:stop] for o in outs])
+            start = stop
         return outs
 
     def run_one(self, a: np.ndarray) -> np.ndarray | None:
