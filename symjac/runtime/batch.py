@@ -171,11 +171,7 @@ class BatchProgram(Kernel):
             return None
         out = np.empty((n, *self.out_shapes[0]), dtype=self._dtype)
         if n >= self._parallel_rows:
-            threaded = self._threaded
-            if threaded:
-                kernel = threaded  # reads the thread count itself: see _run_chunk
-            elif threaded is None and numba.get_num_threads() > 1:
-                self._want_threads()
+            kernel = self._threads_or(kernel)
         STATS.kernel_calls += 1
         kernel(a, out)
         return out if self._row_shaped else out.reshape(n)
@@ -185,17 +181,23 @@ class BatchProgram(Kernel):
         µs (8 Lorenz Jacobians 2.5 µs on two threads, 0.6 µs serially)."""
         return size >= self._parallel_rows  # size x operations >= PARALLEL_WORK
 
+    def _threads_or(self, kernel):
+        """The parallel loop once it is loaded (it reads the thread count itself,
+        40 ns there against 0.7 µs from Python, and on one thread runs the serial
+        loop), else ``kernel``; asks for the loop when there is more than one thread."""
+        threaded = self._threaded
+        if threaded:
+            return threaded
+        if threaded is None and numba.get_num_threads() > 1:
+            self._want_threads()
+        return kernel
+
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
         if kernel is not None:
             STATS.kernel_calls += 1
             if self._parallel(outs[0].shape[0]):
-                if self._threaded:
-                    # reads the thread count itself (40 ns there, 0.7 µs from Python) and on
-                    # one thread runs the serial loop
-                    kernel = self._threaded
-                elif self._threaded is None and numba.get_num_threads() > 1:
-                    self._want_threads()
+                kernel = self._threads_or(kernel)
             kernel(*part, *outs)
             return
         STATS.tape_calls += 1
