@@ -136,19 +136,31 @@ class Transform:
     # ----- calling ------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        # the shortcut: one array with the shape and dtype of the table's last
-        # such call is that call's key, so its program serves it without the
-        # key and the lookup (after the guard check: a rebound global drops it)
+        # the shortcut: one array (two arrays) with the shape and dtype of the
+        # table's last such call is that call's key, so its program serves it
+        # without the key and the lookup (after the guard check: a rebound
+        # global drops it)
         table = self._table
         if table.guards is not None:
             store.check(table)
-        last = table.last
-        if last is not None and len(args) == 1 and not kwargs:
-            a = args[0]
-            if type(a) is _ndarray and a.shape == last[0] and a.dtype is last[1]:
-                out = last[2].run_one(a)
-                if out is not None:
-                    return out
+        if not kwargs:
+            if len(args) == 1:
+                last = table.last
+                if last is not None:
+                    a = args[0]
+                    if type(a) is _ndarray and a.shape == last[0] and a.dtype is last[1]:
+                        out = last[2].run_one(a)
+                        if out is not None:
+                            return out
+            elif len(args) == 2:  # the same for two arrays: a product and its vector
+                last = table.last2
+                if last is not None:
+                    a, b = args
+                    if (type(a) is _ndarray and type(b) is _ndarray and a.shape == last[0] and a.dtype is last[1]
+                            and b.shape == last[2] and b.dtype is last[3]):
+                        out = last[4].run_two(a, b)
+                        if out is not None:
+                            return out
         if kwargs or len(args) not in self._arity:
             args = self.bind(args, kwargs)
         for a in args:  # fast path: plain arrays and numbers are never traced

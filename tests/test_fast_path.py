@@ -162,3 +162,69 @@ def test_other_outputs_match_the_full_path(make, full_calls):
     if hasattr(first, "toarray"):
         first, again = first.toarray(), again.toarray()
     np.testing.assert_array_equal(again, first)
+
+
+# ----- two arrays: a product and its vector (``KernelTable.last2``) -----
+
+
+V = np.array([1.0, -2.0, 0.5])
+
+
+@pytest.fixture()
+def Jv():
+    global K
+    saved = K
+    with sj.compiling("sync"):
+        Jv = sj.jvp(mixes)
+        np.testing.assert_allclose(Jv(X, V), mixes_jacobian(X) @ V, rtol=1e-15)  # sets last2
+        yield Jv
+    K = saved
+
+
+def test_a_repeated_product_call_skips_the_lookup_and_returns_what_the_full_path_does(Jv, full_calls):
+    assert Jv.request.table.last2 is not None
+    y, w = X * 1.5, V[::-1].copy()
+    first, second = Jv(y, w), Jv(y, w)
+    assert not full_calls, "a call like the last one took the full path"
+    full = dispatch.compiled_for(Jv.request, (y, w))((y, w))
+    np.testing.assert_array_equal(first, full)
+    np.testing.assert_allclose(first, mixes_jacobian(y) @ w, rtol=1e-15)
+    assert first is not second and not np.shares_memory(first, second)
+
+
+@pytest.mark.parametrize("args", [
+    (X, np.array([1.0, 2.0, 3.0, 4.0])),  # the vector of another shape: the full path's error
+    (X, V.astype(np.float32)),  # another dtype
+    (X.astype(np.float32), V),
+    (X, [1.0, -2.0, 0.5]),  # not an array
+    (np.repeat(X, 2)[::2], V),  # strided: the same key, converted
+], ids=["shape", "float32-v", "float32-x", "list", "strided"])
+def test_a_product_call_that_differs_takes_the_full_path_or_is_converted(Jv, full_calls, args):
+    x, v = (np.asarray(a) for a in args)
+    if v.shape != x.shape:
+        with pytest.raises(sj.ShapeError):
+            Jv(*args)
+        return
+    got = Jv(*args)
+    low = np.float32 in (x.dtype, v.dtype)
+    np.testing.assert_allclose(got, mixes_jacobian(x.astype(np.float64)) @ v.astype(np.float64),
+                               rtol=1e-6 if low else 1e-15)
+    same_key = x.dtype == v.dtype == np.float64 and not isinstance(args[1], list)
+    assert len(full_calls) == (0 if same_key else 1)
+
+
+def test_a_two_array_function_and_the_last2_entry_going_with_its_program(full_calls):
+    with sj.compiling("sync"):
+        f = sj.jacobian(lambda x, w: np.sin(x) * w, argnums=1)
+        w = np.array([0.5, 1.5, -2.0])
+        first = f(X, w)
+        assert f.request.table.last2 is not None
+        np.testing.assert_array_equal(f(X, w), np.diag(np.sin(X)))
+        assert len(full_calls) == 1
+        program = f.request.table.last2[4]
+        program.retire()
+        assert program.run_two(X, w) is None  # a retired program refuses
+        np.testing.assert_array_equal(f(X, w), first)
+        assert len(full_calls) == 2
+        sj.clear_caches()
+        assert f.request.table.last2 is None

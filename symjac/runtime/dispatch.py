@@ -55,9 +55,9 @@ def compiled_for(request: Request, args: Sequence, start: bool = True) -> Compil
 
 def call(request: Request, args: Sequence):
     """Run ``request`` on concrete ``args`` (the hot path: :func:`compiled_for`
-    inlined for a hit).  A call with one array that the program's kernel
-    takes as it is becomes the table's ``last`` entry (the shortcut
-    ``Transform.__call__`` tries first)."""
+    inlined for a hit).  A call with one array (two arrays) that the
+    program's kernel takes as they are becomes the table's ``last``
+    (``last2``) entry, the shortcut ``Transform.__call__`` tries first."""
     table = request.table
     compiled = table.get(call_key(args, request.static_argnums))
     if compiled is None:
@@ -65,8 +65,14 @@ def call(request: Request, args: Sequence):
     else:
         STATS.hits += 1
         compiled.last_used = next(clock)
-    if len(args) == 1 and not request.static_argnums:
-        last = table.last
-        if (last is None or last[2] is not compiled) and compiled.serves_one(args[0]):
-            table.last = (args[0].shape, args[0].dtype, compiled)
+    if not request.static_argnums:
+        if len(args) == 1:
+            last = table.last
+            if (last is None or last[2] is not compiled) and compiled.serves_one(args[0]):
+                table.last = (args[0].shape, args[0].dtype, compiled)
+        elif len(args) == 2:
+            last = table.last2
+            if (last is None or last[4] is not compiled) and compiled.serves_two(*args):
+                a, b = args
+                table.last2 = (a.shape, a.dtype, b.shape, b.dtype, compiled)
     return compiled(args)

@@ -70,6 +70,7 @@ class Compiled(Kernel):
         self._out_shape = (self.out_shapes[0] or (1,)) if self.out_shapes else None
         # one array argument, taken by the kernel as it is: run_one's case
         self.one_array = self._fast and self._single == 0 and not self._scalar_args
+        self.two_arrays = self._fast and self._arg_index == [(0, True), (1, True)]  # run_two's case
         self.deferred = False  # built for a vmap only: its own kernel starts on its first own call
         self.int_limit: int | None = None
         self._int_args: list[int] = []
@@ -80,7 +81,7 @@ class Compiled(Kernel):
         self.int_limit = limit
         self._int_args = [] if limit is None else list(positions)
         if self._int_args:
-            self._fast = self.one_array = False  # the general path checks them
+            self._fast = self.one_array = self.two_arrays = False  # the general path checks them
 
     def retire(self) -> None:
         super().retire()
@@ -142,6 +143,14 @@ class Compiled(Kernel):
             and type(a) is np.ndarray and a.dtype == self.dtype and a.flags.c_contiguous
         )
 
+    def serves_two(self, a, b) -> bool:
+        """:meth:`serves_one` for two arguments, both arrays (see :meth:`run_two`)."""
+        return (
+            self.two_arrays and self.kernel is not None
+            and type(a) is np.ndarray and a.dtype == self.dtype and a.flags.c_contiguous
+            and type(b) is np.ndarray and b.dtype == self.dtype and b.flags.c_contiguous
+        )
+
     def run_one(self, a: np.ndarray):
         """``self((a,))`` for one array of the shape and dtype this program was
         built for (the caller compared them; see :meth:`serves_one`), straight
@@ -155,6 +164,29 @@ class Compiled(Kernel):
             kernel(a, out)  # Numba checks the argument's type itself (compiling is disabled)
         except TypeError:  # read-only or strided (the same key): converted, as __call__ does
             kernel(*self._converted((a,)), out)
+        # _served's steps, written out on this path (a call fewer: 1.14 -> 1.05 µs a Lorenz Jacobian)
+        STATS.hits += 1
+        STATS.kernel_calls += 1
+        self.last_used = next(clock)
+        if self.template is not None:
+            return self.template.wrap(out)
+        return out if self.out_shapes[0] else out[0]
+
+    def run_two(self, a: np.ndarray, b: np.ndarray):
+        """:meth:`run_one` for two arrays (:meth:`serves_two`): ``jvp(x, v)``,
+        ``vjp(x, u)``, ``f(x, w)``."""
+        kernel = self.kernel
+        if kernel is None:
+            return None
+        out = _zeros(self._out_shape, self.dtype)
+        try:
+            kernel(a, b, out)
+        except TypeError:
+            kernel(*self._converted((a, b)), out)
+        return self._served(out)
+
+    def _served(self, out: np.ndarray):
+        """A shortcut call's bookkeeping, and its result from the kernel's output."""
         STATS.hits += 1
         STATS.kernel_calls += 1
         self.last_used = next(clock)

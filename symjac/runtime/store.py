@@ -32,16 +32,19 @@ class KernelTable(dict):
     ``last`` is the entry of the last call with one C-contiguous array in the
     compute dtype, ``(shape, dtype, program)``: calls with an array of the
     same shape and dtype (the same key) skip the key and the lookup
-    (``Transform.__call__``).  It goes whenever its program leaves the table.
+    (``Transform.__call__``).  ``last2`` is the same for calls with two such
+    arrays (a product and its vector, ``jvp(x, v)``): ``(shape, dtype, shape,
+    dtype, program)``.  Each goes whenever its program leaves the table.
     """
 
-    __slots__ = ("guards", "epoch", "last", "__weakref__")
+    __slots__ = ("guards", "epoch", "last", "last2", "__weakref__")
 
     def __init__(self, guards: Guards | None):
         super().__init__()
         self.guards = guards  # shared by every table of the root; None if it reads nothing
         self.epoch = guards.epoch if guards is not None else 0  # the guards' epoch the entries were built in
         self.last: tuple | None = None
+        self.last2: tuple | None = None
 
 
 class GuardedTable(KernelTable):
@@ -126,7 +129,7 @@ def check(table: KernelTable) -> None:
         guards.epoch += 1
         _bump()
     if table.epoch != guards.epoch:
-        table.last = None
+        table.last = table.last2 = None
         for program in table.values():
             program.retire()
         table.clear()
@@ -158,6 +161,8 @@ def _drop(program, table_ref, key) -> None:
         del table[key]
         if table.last is not None and table.last[2] is program:
             table.last = None
+        if table.last2 is not None and table.last2[4] is program:
+            table.last2 = None
     _LIVE.pop(program, None)
 
 
