@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 
 import numpy as np
@@ -42,8 +43,9 @@ class _SerialBatchProgram(BatchProgram):
     chunk per core, and Numba's default threading layer must not be entered
     from several threads at once."""
 
-    def _parallel(self, size: int) -> bool:
-        return False
+    def __init__(self, compiled: Compiled, batched: list[bool]):
+        super().__init__(compiled, batched)
+        self._parallel_rows = sys.maxsize  # no batch is big enough for threads (run_one and _parallel read it)
 
 
 class ChunkProgram:
