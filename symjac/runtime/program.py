@@ -138,18 +138,15 @@ class Compiled(Kernel):
         """True if :meth:`run_one` serves this program's calls with the one
         argument ``a``: a C-contiguous array in the compute dtype, one output,
         nothing to check or convert, and the kernel ready."""
-        return (
-            self.one_array and self.kernel is not None
-            and type(a) is np.ndarray and a.dtype == self.dtype and a.flags.c_contiguous
-        )
+        return self.one_array and self.kernel is not None and self._as_is(a)
 
     def serves_two(self, a, b) -> bool:
         """:meth:`serves_one` for two arguments, both arrays (see :meth:`run_two`)."""
-        return (
-            self.two_arrays and self.kernel is not None
-            and type(a) is np.ndarray and a.dtype == self.dtype and a.flags.c_contiguous
-            and type(b) is np.ndarray and b.dtype == self.dtype and b.flags.c_contiguous
-        )
+        return self.two_arrays and self.kernel is not None and self._as_is(a) and self._as_is(b)
+
+    def _as_is(self, a) -> bool:
+        """``a`` is an array the kernel takes as it is: C-contiguous, in the compute dtype."""
+        return type(a) is np.ndarray and a.dtype == self.dtype and a.flags.c_contiguous
 
     def run_one(self, a: np.ndarray):
         """``self((a,))`` for one array of the shape and dtype this program was
