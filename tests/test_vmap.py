@@ -184,6 +184,7 @@ def test_a_long_tape_batch_lets_go_of_the_gil_while_something_compiles(monkeypat
     program = V._entries[next(iter(V._entries))]
     entries = _tape._entry_points(np.float64)
     used = []
+
     def spy(k, entry):
         def call(*args):
             used.append(k)
