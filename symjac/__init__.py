@@ -32,11 +32,14 @@ from ._api import laplacian as laplacian
 from ._api import vjp as vjp
 from ._caches import cache_info as cache_info
 from ._caches import clear_caches as clear_caches
+from ._caches import set_tier as set_tier
+from ._caches import using_tier as using_tier
 from ._caches import wait_for_kernels as wait_for_kernels
 from ._config import compile_mode as compile_mode
 from ._config import compiling as compiling
 from ._config import set_compile_mode as set_compile_mode
 from ._config import set_limits as set_limits
+from ._config import tier as tier
 from ._errors import (
     ArgumentError as ArgumentError,
 )

@@ -20,12 +20,20 @@ from ._errors import ArgumentError, ArityError
 from ._signature import Signature, normalize_argnums
 from .backend import native
 from .diff import products
+from .diff import tensor as tensor_products
 from .diff.products import EXTRA, VECTOR, Spec
 from .runtime import build, dispatch, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
 from .trace.symarray import is_traced
+from .trace.tensor import TArray
+
+
+def _traced(value) -> bool:
+    """A traced value of either tier."""
+    return isinstance(value, TArray) or is_traced(value)
+
 
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}
 _ndarray = np.ndarray  # (one global lookup on the hot path)
@@ -165,13 +173,16 @@ class Transform:
             args = self.bind(args, kwargs)
         for a in args:  # fast path: plain arrays and numbers are never traced
             if type(a) not in _PLAIN:
-                if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
+                if any(_traced(a) or (isinstance(a, tuple) and any(map(_traced, a))) for a in args):
                     return self._apply_traced(list(args))
                 break
         return dispatch.call(self.request, args)
 
     def _apply_traced(self, args: list):
         """Inside another trace: the result as part of the caller's graph."""
+        if any(isinstance(a, TArray) or (isinstance(a, tuple) and any(isinstance(p, TArray) for p in a))
+               for a in args):
+            return tensor_products.wrap(tensor_products.apply(self.request.products, self.root, args))
         return products.apply(self.request.products, self.root, args)
 
     def symbolic(self, *args, **kwargs):
@@ -256,7 +267,7 @@ class Transform:
         """
         compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
         text = compiled.llvm_ir() if llvm else compiled.source
-        return display.Source(f"# {compiled.path}\n{text}")
+        return display.Source(text if compiled.path is None else f"# {compiled.path}\n{text}")
 
     def show(self, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) -> display.Shown:
         """The result for arguments shaped like ``args`` with shared subexpressions

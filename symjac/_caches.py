@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 
+from . import _config
 from .backend import compiler as _compile
 from .backend import native
 from .diff import accumulate
@@ -57,3 +60,48 @@ def wait_for_kernels() -> None:
     """
     _compile.wait_all()
     native.settle()  # large bodies: their optimised code replaces the quick code
+
+
+def set_tier(choice: str) -> None:
+    """Choose the tier that builds programs.
+
+    * ``"auto"`` (default): the *scalar tier* (SymPy scalars, compiled
+      kernels of 1-2 µs a call) traces the function first; a function whose
+      trace passes 20,000 scalar nodes (array-sized: a dense layer of width
+      100, an elementwise function of 10,000 values), or that indexes by
+      integer arrays passed at run time, is built on the *array tier* instead
+      (arrays stay whole: matrix products, NumPy steps).  Sparse results and
+      what the array tier does not trace stay on the scalar tier.  Such a
+      function's code runs twice while it is traced.
+    * ``"scalar"``: always the scalar tier.
+    * ``"array"``: the array tier wherever it can trace the function.
+
+    ``T.info(...)`` says which tier serves and why.  The programs built so
+    far are dropped (as by :func:`clear_caches`), so every call after this
+    one is served by a program built under the new choice.  The environment
+    variable ``SYMJAC_TIER`` sets the initial choice.
+
+    >>> import symjac as sj
+    >>> sj.set_tier("array"); sj.tier()
+    'array'
+    >>> sj.set_tier("auto")
+    """
+    _config.set_tier(choice)
+    store.clear()
+
+
+@contextlib.contextmanager
+def using_tier(choice: str) -> Iterator[None]:
+    """``with sj.using_tier("array"): ...`` sets the tier for a block (see :func:`set_tier`).
+
+    >>> import numpy as np, symjac as sj
+    >>> with sj.using_tier("array"):
+    ...     sj.grad(lambda x: np.sum(np.sin(x)))(np.zeros(3))
+    array([1., 1., 1.])
+    """
+    previous = _config.tier()
+    set_tier(choice)
+    try:
+        yield
+    finally:
+        set_tier(previous)

@@ -70,6 +70,37 @@ def compiling(mode: str) -> Iterator[None]:
         set_compile_mode(previous)
 
 
+# ----- tiers ----------------------------------------------------------------------------
+
+TIERS = ("auto", "scalar", "array")
+#: "auto": a scalar trace that passes this many nodes stops, and the array tier builds the
+#: function (its kernels run small programs in 1-2 µs a call, but build at ~30 µs a node,
+#: derivatives included)
+ARRAY_THRESHOLD = 20_000
+
+_tier = os.environ.get("SYMJAC_TIER", "auto")
+if _tier not in TIERS:
+    raise ValueError(f"SYMJAC_TIER must be one of {TIERS}; got {_tier!r}")
+
+
+def tier() -> str:
+    """Which tier builds new programs (see :func:`symjac.set_tier`).
+
+    >>> import symjac as sj
+    >>> sj.tier() in ("auto", "scalar", "array")
+    True
+    """
+    return _tier
+
+
+def set_tier(choice: str) -> None:
+    """Set the tier choice (``sj.set_tier``, which also drops the programs built so far)."""
+    global _tier
+    if choice not in TIERS:
+        raise ValueError(f"tier must be one of {TIERS}; got {choice!r}")
+    _tier = choice
+
+
 # ----- resource limits ------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from .runtime import dask as _dask
 from .runtime import dispatch, layout, store
 from .runtime.batch import BatchProgram
 from .runtime.keys import call_key
+from .runtime.tensor import TensorBatch, TensorProgram
 from .trace.symarray import SymArray, from_object_array, is_traced
 
 
@@ -225,7 +226,7 @@ class Batched:
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)
         if program is None or program.compiled is not compiled:
-            program = BatchProgram(compiled, batched)
+            program = (TensorBatch if isinstance(compiled, TensorProgram) else BatchProgram)(compiled, batched)
             _bounded_put(self._programs, key, program)
             program.start()
         return program

@@ -36,24 +36,44 @@ def long_loop(x):
 def test_a_runaway_trace_stops_with_a_clear_error(limits):
     limits(max_nodes=65_536 * 2)
     start = time.perf_counter()
-    with pytest.raises(sj.ResourceLimitError, match="static_argnums") as info:
+    with sj.using_tier("scalar"), pytest.raises(sj.ResourceLimitError, match="static_argnums") as info:
+        sj.jit(long_loop)(np.ones(2))
+    assert isinstance(info.value, MemoryError)
+    assert time.perf_counter() - start < 30
+
+
+def test_a_runaway_trace_stops_on_the_array_tier_too(limits):
+    # past the scalar budget the array tier traces the loop, whole arrays but still unrolled
+    limits(max_nodes=30_000)
+    start = time.perf_counter()
+    with pytest.raises(sj.ResourceLimitError, match="array operations.*static_argnums") as info:
         sj.jit(long_loop)(np.ones(2))
     assert isinstance(info.value, MemoryError)
     assert time.perf_counter() - start < 30
 
 
 def test_an_argument_too_large_to_trace_is_refused_before_tracing():
-    # one symbol per element: 2 million of them would take minutes and gigabytes
+    # on the scalar tier, one symbol per element: 2 million of them would take minutes and gigabytes
     start = time.perf_counter()
-    with pytest.raises(sj.ResourceLimitError, match="sj.vmap") as info:
+    with sj.using_tier("scalar"), pytest.raises(sj.ResourceLimitError, match="sj.vmap") as info:
         sj.jit(lambda x: x * 2.0)(np.ones(2_000_000))
     assert "argument 'x' has 2,000,000 elements" in str(info.value)
     assert time.perf_counter() - start < 5
 
 
+def test_a_large_argument_goes_to_the_array_tier_before_its_symbols_are_made():
+    # "auto": the scalar trace stops at its budget before making 2 million symbols
+    start = time.perf_counter()
+    f = sj.jit(lambda x: x * 2.0)
+    x = np.arange(2_000_000.0)
+    np.testing.assert_array_equal(f(x), x * 2.0)
+    assert f.info(x).tier == "array" and "array-sized" in f.info(x).why
+    assert time.perf_counter() - start < 5
+
+
 def test_input_symbols_count_toward_the_node_limit(limits):
     limits(max_nodes=40_000)
-    with pytest.raises(sj.ResourceLimitError, match="expression nodes"):
+    with sj.using_tier("scalar"), pytest.raises(sj.ResourceLimitError, match="expression nodes"):
         sj.jit(lambda x: x * 2.0)(np.ones(30_000))  # 30,000 symbols + 30,000 products
 
 
@@ -75,7 +95,7 @@ def test_a_runaway_trace_with_default_limits_stops_within_a_minute():
 
 def test_a_large_trace_warns(limits):
     limits(warn_nodes=65_536, max_nodes=10**9)
-    with pytest.warns(ResourceWarning, match="nodes") as caught:
+    with sj.using_tier("scalar"), pytest.warns(ResourceWarning, match="nodes") as caught:
         sj.jit(lambda x: long_loop(x[:1]))(np.ones(2))
     assert caught[0].filename == __file__  # the warning points at the user's code, not symjac's
 

@@ -191,8 +191,11 @@ def _guarded_mul(adjoint: Basic, partial: Basic) -> Basic:
     return g.safe_mul(adjoint, partial)
 
 
-def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic], order: list | None = None) -> dict:
-    """Adjoints of the ``wrt`` Symbols, given adjoint seeds ``[(node, {key: node})]``."""
+def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic], order: list | None = None,
+            guarded_seeds: bool = False) -> dict:
+    """Adjoints of the ``wrt`` Symbols, given adjoint seeds ``[(node, {key: node})]``;
+    ``guarded_seeds``: the seeds may be exact zeros out of a select (the array
+    tier differentiates one element function at a time, inside a larger sweep)."""
     wanted = set(wrt)
     roots = [node for node, _ in seeds]
     order = g.topo_order(roots) if order is None else order
@@ -205,7 +208,7 @@ def reverse(seeds: Sequence[tuple[Basic, dict]], wrt: Sequence[Basic], order: li
         if node in depends:
             for key, value in entries.items():
                 pending[node][key].append(value)
-    guarded: set = set()
+    guarded: set = set(roots) if guarded_seeds else set()
     for node in reversed(order):
         if node not in pending:
             continue
@@ -323,8 +326,9 @@ def jvp(outputs: Sequence[Basic], wrt: Sequence[Basic], tangent: Sequence[Basic]
     return [tangents.get(o, {}).get(0, g.ZERO) for o in outputs]
 
 
-def vjp(outputs: Sequence[Basic], wrt: Sequence[Basic], cotangent: Sequence[Basic]) -> list:
-    """``u @ J``: one reverse sweep with the output cotangent ``u``."""
+def vjp(outputs: Sequence[Basic], wrt: Sequence[Basic], cotangent: Sequence[Basic], guarded: bool = False) -> list:
+    """``u @ J``: one reverse sweep with the output cotangent ``u`` (``guarded``:
+    see :func:`reverse`)."""
     seeds = [(o, {0: u}) for o, u in zip(outputs, cotangent, strict=True) if u != 0]
-    adjoints = reverse(seeds, wrt)
+    adjoints = reverse(seeds, wrt, guarded_seeds=guarded)
     return [adjoints[w].get(0, g.ZERO) for w in wrt]

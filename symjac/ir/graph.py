@@ -91,13 +91,33 @@ def _node(head: type, args: tuple) -> Basic:
     if node is None:
         node = table[key] = _raw(head, args)
         if not len(table) & _CHECK_EVERY:
-            _check_size(len(table) + table.get(_PLACEHOLDERS, 0))
+            _check_size(len(table) + table.get(_PLACEHOLDERS, 0), table.get(_BUDGET))
     return node
 
 
 _FLOAT = sp.Float
-_CHECK_EVERY = 0x3FFF  # the size check runs every 16,384 new nodes
+_CHECK_EVERY = 0x3FF  # the size check runs every 1,024 new nodes
 _PLACEHOLDERS = ("placeholders",)  # key of the placeholder count in the interning scope
+_BUDGET = ("budget",)  # key of the node budget of a trace that may move to the array tier
+
+
+class OverBudget(BaseException):  # noqa: N818 (a signal, not an error: not caught by `except Exception`)
+    """A scalar trace grew past its budget (:func:`set_budget`): the function is
+    array-sized, and the array tier builds it instead.  A BaseException, so a
+    user's ``except Exception`` around traced code does not swallow it."""
+
+
+def set_budget(nodes: int | None) -> None:
+    """Stop this interning scope's trace with :class:`OverBudget` once it has
+    about ``nodes`` nodes (input symbols included); None: no budget."""
+    table = _INTERN.get()
+    if table is not None:
+        if nodes is None:
+            table.pop(_BUDGET, None)
+        else:
+            table[_BUDGET] = nodes
+            if len(table) + table.get(_PLACEHOLDERS, 0) >= nodes:
+                raise OverBudget(nodes)
 
 
 def count_placeholders(n: int, what: str) -> None:
@@ -108,6 +128,9 @@ def count_placeholders(n: int, what: str) -> None:
 
     table = _INTERN.get()
     total = n + (0 if table is None else table.get(_PLACEHOLDERS, 0))
+    budget = None if table is None else table.get(_BUDGET)
+    if budget is not None and total + len(table) >= budget:
+        raise OverBudget(budget)
     if total >= LIMITS.max_nodes:
         raise ResourceLimitError(
             f"{what} has {n:,} elements, and symjac makes a symbol for each (and then a node for every "
@@ -120,11 +143,13 @@ def count_placeholders(n: int, what: str) -> None:
         table[_PLACEHOLDERS] = total
 
 
-def _check_size(n: int) -> None:
+def _check_size(n: int, budget: int | None = None) -> None:
     from .._config import LIMITS
     from .._errors import ResourceLimitError
     from .._location import user_stacklevel
 
+    if budget is not None and n >= budget:
+        raise OverBudget(budget)
     if n >= LIMITS.max_nodes:
         raise ResourceLimitError(
             f"this trace and its derivatives have built {n:,} expression nodes, over the limit of "

@@ -14,15 +14,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import ArgumentError
+from .. import _config
+from .._errors import ArgumentError, TracerConversionError, UnsupportedOperationError
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
 from ..backend import tape as _tape
 from ..diff import products
+from ..ir import graph as g
 from ..trace import integers
 from ..trace.symarray import SymArray
-from ..trace.tracer import ArgSpec, input_symbols, spec_of, tracing
-from . import layout, warm
+from ..trace.tracer import ArgSpec, input_symbols, tracing
+from . import layout, tensor, warm
+from .leaves import call_arguments, leaf_layout
 from .program import Compiled
 from .request import Request, kernel_parameters
 
@@ -62,20 +65,7 @@ def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
 def _trace(request: Request, args: Sequence) -> tuple[products.Partial, Leaves]:
     """Placeholders for the runtime inputs, and the top-level product traced on them
     (call inside ``tracing()``)."""
-    static = request.static_argnums
-    names = request.names(len(args))
-    positions, leaf_names, specs, shape_of_args = [], [], [], []
-    for i, a in enumerate(args):
-        if i in static:
-            shape_of_args.append(None)
-            continue
-        parts = list(enumerate(a)) if isinstance(a, tuple) else [(None, a)]
-        for k, part in parts:
-            name = names[i] if k is None else f"{names[i]}{k}"
-            positions.append((i, k))
-            leaf_names.append(name)
-            specs.append(spec_of(part, name))
-        shape_of_args.append(len(parts) if isinstance(a, tuple) else 0)
+    positions, leaf_names, specs, shape_of_args = leaf_layout(request, args)
     symbols: dict = {}
     placeholders = []
     for n, (name, spec) in enumerate(zip(leaf_names, specs, strict=True)):
@@ -88,11 +78,7 @@ def _trace(request: Request, args: Sequence) -> tuple[products.Partial, Leaves]:
                 )
             symbols[sym] = (n, flat)
         placeholders.append(SymArray(elems, spec.dtype))
-    it = iter(placeholders)
-    call_args = [
-        a if n is None else tuple(next(it) for _ in range(n)) if n else next(it)
-        for a, n in zip(args, shape_of_args, strict=True)
-    ]
+    call_args = call_arguments(args, shape_of_args, placeholders)
     leaves = Leaves(positions, leaf_names, specs, symbols, _compute_dtype(specs))
     return products.trace(request.products, request.root, call_args), leaves
 
@@ -113,19 +99,68 @@ def build(request: Request, args: Sequence) -> Built:
         return _finish(*_trace(request, args))
 
 
-def program(request: Request, args: Sequence) -> tuple[Compiled, bool]:
+def program(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorProgram, bool]:
     """The program for ``args``' shapes, and whether it came from the
-    warm-start cache (else it was differentiated and generated now)."""
+    warm-start cache (else it was differentiated and generated now): on the
+    array tier when :mod:`.tensor` chooses it, else on the scalar tier."""
     # the build makes hundreds of thousands of objects that live on (the graph, the program):
     # the collector would walk them again and again (an MLP Jacobian's first call 0.45-0.75 s
     # with it, 0.35-0.43 s without)
     with _compile.collector_paused():
-        return _program(request, args)
+        return _choose(request, args)
 
 
-def _program(request: Request, args: Sequence) -> tuple[Compiled, bool]:
+def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorProgram, bool]:
+    """The tier: in "auto", the scalar tier traces first, within a budget of
+    nodes; a function that grows past it, or that the scalar tier cannot trace
+    (indices passed at run time), goes to the array tier.  Small functions are
+    traced once, as before the array tier existed."""
+    positions, names, specs, shape_of_args = leaf_layout(request, args)
+
+    def array():
+        return tensor.build(request, args, positions, names, specs, shape_of_args, _compute_dtype(specs))
+
+    choice = _config.tier()
+    sparse = any(s.sparse for s in request.products)
+    if choice == "array" and not sparse:
+        program_, why = array()
+        if program_ is not None:
+            program_.why = "array tier: set by sj.set_tier('array')"
+            return program_, False
+        return _with_reason(_program(request, args), why)
+    if choice == "scalar" or sparse:
+        why = "set by sj.set_tier('scalar')" if choice == "scalar" else "sparse results are built on it"
+        return _with_reason(_program(request, args), f"scalar tier: {why}")
+    budget = _config.ARRAY_THRESHOLD
+    try:
+        built = _program(request, args, budget)
+    except g.OverBudget:
+        program_, why = array()
+        if program_ is None:  # not traceable as whole arrays: the scalar tier, however large
+            return _with_reason(_program(request, args), why)
+        program_.why = (f"array tier: the function is array-sized (its scalar trace passed {budget:,} nodes; "
+                        f"{program_.n_ops} array operations)")
+        return program_, False
+    except (UnsupportedOperationError, TracerConversionError) as exc:
+        program_, _ = array()
+        if program_ is None:
+            raise
+        program_.why = f"array tier: the scalar tier does not trace it ({str(exc).split('.')[0]})"
+        return program_, False
+    return _with_reason(built, f"scalar tier: the function is small (its scalar trace stayed under {budget:,} nodes)")
+
+
+def _with_reason(built: tuple[Compiled, bool], why: str) -> tuple[Compiled, bool]:
+    built[0].why = why
+    return built
+
+
+def _program(request: Request, args: Sequence, budget: int | None = None) -> tuple[Compiled, bool]:
+    """The scalar tier's program; ``budget`` bounds the trace's nodes (``g.OverBudget``)."""
     with tracing():
+        g.set_budget(budget)
         partial, leaves = _trace(request, args)
+        g.set_budget(None)
         # integer arguments are checked on every call against what this trace needs
         limit = integers.limit(), [n for n, s in enumerate(leaves.specs) if s.dtype.kind in "biu"]
         entry = warm.key(request, leaves, partial.traced)

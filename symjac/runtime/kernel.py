@@ -43,8 +43,10 @@ class KernelInfo:
     path: str  #: the kernel's source file
     error: str | None = None  #: why the kernel (or its Numba wrapper) failed to compile, if it did
     #: how the kernel is called: "numba" (its Numba wrapper), "c" (its C entry point, until the
-    #: wrapper is loaded) or "" (not ready: the tape serves)
+    #: wrapper is loaded) or "" (not ready: the tape serves); "numpy" for the array tier
     call: str = ""
+    #: why the program is on its tier ("array": arrays stay whole; the others: the scalar tier)
+    why: str = ""
 
 
 def record_compile(seconds: float, compiled: bool | None) -> None:
@@ -77,6 +79,7 @@ class Kernel:
     dtype: np.dtype
     n_ops: int
     ranged = False  #: the entry points run a batch body over samples 0 <= i < out0.shape[0]
+    why = ""  #: why the scalar tier builds this program (``KernelInfo.why``)
 
     def __init__(self, path: Path | None, entry_points: tuple[str, ...], in_ndims: list[int],
                  out_ndims: list[int], error: str | None = None, out_of_process: bool = False):
@@ -216,4 +219,5 @@ class Kernel:
             path=str(self.path) if self.path is not None else "",
             error=self.error,
             call="" if self.kernel is None else "numba" if self.wrapped else "c",
+            why=self.why,
         )

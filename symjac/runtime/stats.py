@@ -15,6 +15,7 @@ class CacheInfo:
     compiles: int = 0  #: kernels compiled by Numba in this process
     kernel_calls: int = 0  #: calls answered by a specialised kernel
     tape_calls: int = 0  #: calls answered by the tape interpreter
+    array_calls: int = 0  #: calls answered by an array-tier program (NumPy steps)
     disk_loads: int = 0  #: kernels whose machine code came from the disk cache
     warm_starts: int = 0  #: programs read from the disk cache instead of differentiated again
     evictions: int = 0  #: programs dropped from memory by the max_kernels limit

@@ -19,12 +19,15 @@ accepts.  ``np.empty`` gives zeros, not uninitialised memory.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from sympy.core.basic import Basic
 
 from .._errors import TracerConversionError
 from .._location import user_location
 from ..ir import graph as g
+from . import tensor
 from .symarray import BY_NAME, SymArray, const_array, is_traced
 
 
@@ -206,10 +209,22 @@ def _cast_dtype(have: np.dtype, want: np.dtype) -> np.dtype:
     )
 
 
+def _tiered(name: str, scalar):
+    """The constructor of the tier that is tracing (the array tier's in ``tensor.py``)."""
+
+    @functools.wraps(scalar)
+    def build(*args, **kwargs):
+        if tensor.is_active():
+            return tensor.CONSTRUCTORS[name](*args, **kwargs)
+        return scalar(*args, **kwargs)
+
+    return build
+
+
 #: name in the ``numpy`` namespace -> the constructor traced code sees
-CONSTRUCTORS = {
+CONSTRUCTORS = {name: _tiered(name, fn) for name, fn in {
     "zeros": zeros, "ones": ones, "empty": empty, "full": full, "eye": eye, "identity": identity,
     "zeros_like": zeros_like, "ones_like": ones_like, "empty_like": empty_like, "full_like": full_like,
     "copy": copy, "array": array, "asarray": asarray, "asanyarray": asanyarray,
     "ascontiguousarray": ascontiguousarray,
-}
+}.items()}

@@ -146,3 +146,29 @@ def _as_output(value) -> SymArray:
         f"the traced function returned {type(value).__name__}; symjac expects an array, "
         "a number, a list (read as an array) or a tuple of those."
     )
+
+
+def call_traced_arrays(fn: Callable, args: Sequence) -> Traced:
+    """:func:`call_traced` for the array tier: ``fn`` on ``TArray`` arguments
+    (call inside ``tensor.active()``); outputs are TArrays."""
+    from . import tensor
+
+    with namespace.scope(lambda: substitutes.new_scope(fn)) as scope:
+        result = scope.callable(fn)(*args)
+
+    def output(value):
+        if isinstance(value, tensor.TArray):
+            return value
+        if isinstance(value, (list, np.ndarray, int, float, bool, np.number)) or tensor.is_tarray(value):
+            node = tensor.as_node(value)
+            if node.dtype.kind not in "biuf":
+                raise InputTypeError(f"the function returned an array of dtype {node.dtype}")
+            return tensor.TArray(node)
+        raise InputTypeError(
+            f"the traced function returned {type(value).__name__}; symjac expects an array, "
+            "a number, a list (read as an array) or a tuple of those."
+        )
+
+    if isinstance(result, tuple):
+        return Traced(tuple(output(r) for r in result), single=False)
+    return Traced((output(result),), single=True)

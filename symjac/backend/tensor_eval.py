@@ -1,0 +1,419 @@
+"""Running array programs with NumPy: one step per node, planned once.
+
+An array program is a few dozen whole-array operations, so it runs as a
+list of NumPy calls: products as BLAS matrix products (``np.matmul`` on
+operands transposed and reshaped once per plan), element functions as
+NumPy ufuncs (a record whose reference is a ufunc) or as the record's own
+emitter run on arrays (:class:`ArrayEmitter`: the kernels' formulas), and
+structure as indexing.  Intermediate arrays are dropped after their last
+use.  The results are fresh C-contiguous arrays in the program's dtype.
+
+Bits may differ from the scalar tier's where summation order differs (a
+matrix product sums in BLAS's order) and where NumPy's ufunc and the
+record's own arithmetic round differently (``tanh``, ``exp``: within 2 ulp).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..ir import ops as _ops
+from ..ir import tensor as t
+from . import program as _program
+
+# ----- element functions ------------------------------------------------------------------------
+
+#: libm names (what records' emitters call) -> NumPy ufuncs
+_LIBM = {
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "exp": np.exp, "expm1": np.expm1, "log": np.log,
+    "log1p": np.log1p, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "pow": np.power, "hypot": np.hypot,
+    "cbrt": np.cbrt, "rint": np.rint, "trunc": np.trunc, "fmod": np.fmod,
+}
+_INTRINSIC = {"sqrt": np.sqrt, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "copysign": np.copysign}
+
+
+class ArrayEmitter:
+    """The records' emitter helper (``ir/record.py``'s ``Emitter``) over NumPy
+    arrays: a record's ``emit`` run on whole arrays."""
+
+    def __init__(self, dtype):
+        self.t = np.dtype(dtype).type
+
+    def const(self, value):
+        return self.t(value)
+
+    def add(self, a, b):
+        return np.add(a, b)
+
+    def sub(self, a, b):
+        return np.subtract(a, b)
+
+    def mul(self, a, b):
+        return np.multiply(a, b)
+
+    def div(self, a, b):
+        return np.divide(a, b)
+
+    def neg(self, a):
+        return np.negative(a)
+
+    def call(self, function: str, *args):
+        fn = _LIBM.get(function)
+        if fn is None:  # erf, erfc, lgamma: the C library's, value by value
+            fn = np.vectorize(getattr(math, {"lgamma": "lgamma"}.get(function, function)), otypes=[self.t])
+        return fn(*args).astype(self.t, copy=False)
+
+    def intrinsic(self, name: str, *args):
+        return _INTRINSIC[name](*args)
+
+    def exp2i(self, k):
+        return np.ldexp(self.t(1.0), np.clip(k, -2000, 2000).astype(np.int32))
+
+    def cmp(self, symbol: str, a, b):
+        return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+                "!=": np.not_equal}[symbol](a, b)
+
+    def isnan(self, a):
+        return np.isnan(a)
+
+    def truth(self, a):
+        return np.not_equal(a, 0)
+
+    def select(self, condition, a, b):
+        return np.where(condition, a, b)
+
+    def as_float(self, condition):
+        return np.asarray(condition).astype(self.t)
+
+    def and_(self, p, q):
+        return np.logical_and(p, q)
+
+    def or_(self, p, q):
+        return np.logical_or(p, q)
+
+    def xor(self, p, q):
+        return np.logical_xor(p, q)
+
+    def not_(self, p):
+        return np.logical_not(p)
+
+
+def _record_function(name: str, dtype):
+    """A record as a function of arrays: its NumPy ufunc when its reference is
+    one, else its emitter run on arrays."""
+    op = _ops.BY_NAME[name]
+    if isinstance(op.fold, np.ufunc):  # (exp and tanh: symjac's own arithmetic in kernels, within 2 ulp)
+        return op.fold
+    emitter = ArrayEmitter(dtype)
+    return lambda *args: op.emit(emitter, *args)
+
+
+def element_function(body: t.Body, dtype):
+    """``f(*operands) -> array`` for a map's element function."""
+    lowering = _program._Lowering({t.PH[k]: (k, 0) for k in range(body.arity)})
+    root = lowering.value(body.expr)
+    ops = lowering.program.ops
+    scalar = np.dtype(dtype).type
+    steps = []
+    for opcode, args, payload in ops:
+        if opcode == "load":
+            steps.append(("load", payload[0], None))
+        elif opcode == "const":
+            steps.append(("const", scalar(payload), None))
+        else:
+            steps.append(("call", _record_function(opcode, dtype), args))
+    if len(steps) == 2 and steps[0][0] == "load" and steps[1][0] == "call" and steps[1][2] == (0,):
+        fn, k = steps[1][1], steps[0][1]
+        return lambda *xs: fn(xs[k])
+
+    def run(*xs):
+        values = []
+        for kind, what, args in steps:
+            if kind == "load":
+                values.append(xs[what])
+            elif kind == "const":
+                values.append(what)
+            else:
+                values.append(what(*(values[a] for a in args)))
+        return values[root]
+
+    return run
+
+
+# ----- products ---------------------------------------------------------------------------------
+
+
+def _unary_plan(sub: str, out: str, sizes: dict, shape):
+    """``einsum(sub -> out)`` of one array, ``out`` possibly with broadcast or repeated letters."""
+    unique = "".join(dict.fromkeys(out))
+    present = "".join(c for c in unique if c in sub)
+    placed = len(unique) != len(out)
+    ushape = tuple(sizes[c] for c in unique)
+    summed = [k for k, c in enumerate(sub) if c not in present]
+    plain_sum = len(set(sub)) == len(sub) and [c for c in sub if c in present] == list(present)
+    if plain_sum:
+        def core(x):
+            return x.sum(axis=tuple(summed)) if summed else x
+    elif len(set(sub)) == len(sub) and not summed:
+        perm = [sub.index(c) for c in present]
+
+        def core(x):
+            return x.transpose(perm)
+    else:
+        spec = f"{sub}->{present}"
+
+        def core(x):
+            return np.einsum(spec, x)
+
+    if present != unique:
+        mid = tuple(sizes[c] if c in present else 1 for c in unique)
+
+        def spread(x):
+            return np.broadcast_to(x.reshape(mid), ushape)
+    else:
+        spread = None
+    if placed:
+        diag = f"{out}->{unique}"
+        oshape = tuple(sizes[c] for c in out)
+
+        def run(x):
+            y = core(x)
+            if spread is not None:
+                y = spread(y)
+            z = np.zeros(oshape, dtype=y.dtype)
+            np.einsum(diag, z)[...] = y
+            return z
+        return run
+    if spread is not None:
+        return lambda x: spread(core(x))
+    return core
+
+
+def _binary_plan(ein: t.Ein, shapes):
+    a_sub, b_sub = ein.subs
+    out = ein.out
+    sizes = ein.size_of()
+    if ein.safe:
+        # the guarded product at full size, then summed / placed as one array
+        letters = "".join(dict.fromkeys(a_sub + b_sub))
+        pa = _unary_plan(a_sub, letters, sizes, shapes[0])
+        pb = _unary_plan(b_sub, letters, sizes, shapes[1])
+        rest = _unary_plan(letters, out, sizes, None)
+
+        def run(a, b):
+            x, y = pa(a), pb(b)
+            with np.errstate(all="ignore"):
+                prod = np.where(x == 0, np.zeros((), x.dtype), x * y)
+            return rest(prod)
+        return run
+    in_a, in_b = set(a_sub), set(b_sub)
+    # letters of one operand only, not in the output: summed first
+    a_keep = "".join(dict.fromkeys(c for c in a_sub if c in in_b or c in out))
+    b_keep = "".join(dict.fromkeys(c for c in b_sub if c in in_a or c in out))
+    pa = _unary_plan(a_sub, a_keep, sizes, shapes[0])
+    pb = _unary_plan(b_sub, b_keep, sizes, shapes[1])
+    batch = "".join(c for c in a_keep if c in b_keep and c in out)
+    contracted = "".join(c for c in a_keep if c in b_keep and c not in out)
+    free_a = "".join(c for c in a_keep if c not in b_keep)
+    free_b = "".join(c for c in b_keep if c not in a_keep)
+    n = {c: sizes[c] for c in sizes}
+    prod = math.prod
+    result_letters = batch + free_a + free_b
+    finish = _unary_plan(result_letters, out, sizes, None)
+    if not contracted:
+        # a broadcasting product
+        perm_a = [a_keep.index(c) for c in batch + free_a]
+        perm_b = [b_keep.index(c) for c in batch + free_b]
+        shape_a = tuple(n[c] for c in batch + free_a) + (1,) * len(free_b)
+        shape_b = tuple(n[c] for c in batch) + (1,) * len(free_a) + tuple(n[c] for c in free_b)
+
+        def run(a, b):
+            return finish(np.multiply(pa(a).transpose(perm_a).reshape(shape_a), pb(b).transpose(perm_b).reshape(shape_b)))
+        return run
+    perm_a = [a_keep.index(c) for c in batch + free_a + contracted]
+    perm_b = [b_keep.index(c) for c in batch + contracted + free_b]
+    nb, nfa, nfb, nk = (prod(n[c] for c in s) for s in (batch, free_a, free_b, contracted))
+    mat_a = (nb, nfa, nk) if batch else (nfa, nk)
+    mat_b = (nb, nk, nfb) if batch else (nk, nfb)
+    result_shape = tuple(n[c] for c in result_letters)
+
+    def run(a, b):
+        x = pa(a).transpose(perm_a).reshape(mat_a)
+        y = pb(b).transpose(perm_b).reshape(mat_b)
+        return finish(np.matmul(x, y).reshape(result_shape))
+    return run
+
+
+def einsum_function(ein: t.Ein, shapes: list, dtype):
+    sizes = ein.size_of()
+    if not ein.subs:  # an identity (or a placed constant)
+        value = _unary_plan("", ein.out, sizes, ())(np.ones((), dtype=dtype))
+        value.flags.writeable = False
+        return lambda: value
+    if len(ein.subs) == 1:
+        return _unary_plan(ein.subs[0], ein.out, sizes, shapes[0])
+    return _binary_plan(ein, shapes)
+
+
+# ----- structure -----------------------------------------------------------------------------
+
+
+def _embed(win: t.Window, shape, dtype):
+    key = win.key()
+
+    def run(x):
+        out = np.zeros(shape, dtype=dtype)
+        out[key] = x
+        return out
+    return run
+
+
+def _update(win: t.Window):
+    key = win.key()
+
+    def run(x, v):
+        out = np.array(x, copy=True)
+        out[key] = v
+        return out
+    return run
+
+
+def _indices(idx):
+    return tuple(np.asarray(i).astype(np.intp, copy=False) for i in idx)
+
+
+def _gather(take: t.Take):
+    lead = (slice(None),) * take.axis
+
+    def run(x, *idx):
+        return x[lead + _indices(idx)]
+    return run
+
+
+def _scatter(take: t.Take, shape, dtype):
+    lead = (slice(None),) * take.axis
+
+    def run(v, *idx):
+        out = np.zeros(shape, dtype=dtype)
+        np.add.at(out, lead + _indices(idx), v)
+        return out
+    return run
+
+
+def _reduce(kind: str, axes: tuple):
+    fn = np.max if kind == "max" else np.min
+    return lambda x: fn(x, axis=axes)
+
+
+#: operations whose result is a view of an operand (never handed out as a result)
+VIEWS = ("reshape", "slice")
+
+
+def _is_view(n: t.Node) -> bool:
+    return n.op in VIEWS or (n.op == "einsum" and len(n.args) == 1 and t._is_placement(n))
+
+
+class Plan:
+    """An array program as NumPy steps: ``run(leaves) -> results``."""
+
+    def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype):
+        self.dtype = np.dtype(dtype)
+        order = t.topo_order(outputs)
+        slot = {n: k for k, n in enumerate(order)}
+        self.n_slots = len(order)
+        self.leaf_slots: list[tuple[int, int]] = []
+        self.fixed: list[tuple[int, np.ndarray]] = []
+        self.steps: list[tuple] = []
+        last_use: dict = {}
+        for n in order:
+            for a in n.args:
+                last_use[slot[a]] = slot[n]
+        for o in outputs:
+            last_use[slot[o]] = len(order)
+        for n in order:
+            k = slot[n]
+            if n.op == "input":
+                self.leaf_slots.append((n.param.index, k))
+            elif n.op == "const":
+                v = n.param.value
+                self.fixed.append((k, v if v.dtype.kind in "iub" else v.astype(self.dtype)))
+            elif n.op == "fill":
+                value = np.full((), n.param[0], dtype=self.dtype if n.dtype.kind == "f" else n.dtype)
+                self.fixed.append((k, np.broadcast_to(value, n.shape)))
+            else:
+                fn = self._function(n)
+                free = [slot[a] for a in set(n.args) if last_use.get(slot[a]) == k]
+                self.steps.append((fn, [slot[a] for a in n.args], k, free))
+        self.out_slots = [slot[o] for o in outputs]
+        # a result that is (a view of) a leaf, a constant or another result is copied
+        self.copy = []
+        origins = set()
+        for o in outputs:
+            origin = o
+            while _is_view(origin):
+                origin = origin.args[0]
+            self.copy.append(not origin.args or origin in origins or _is_view(o))
+            origins.add(origin)
+        self.n_leaves = n_leaves
+        self.n_steps = len(self.steps)
+
+    def _function(self, n: t.Node):
+        op, p = n.op, n.param
+        if op == "map":
+            fn = element_function(p, self.dtype)
+            shape = n.shape
+            cast = self.dtype if n.dtype.kind == "f" or n.dtype == bool else None
+            dtype = self.dtype
+
+            def run_map(*xs):
+                with np.errstate(all="ignore"):
+                    value = fn(*(x if x.dtype == dtype else x.astype(dtype) for x in xs))
+                value = np.asarray(value)
+                if value.shape != shape:
+                    value = np.broadcast_to(value, shape)
+                return value if cast is None or value.dtype == cast else value.astype(cast)
+            return run_map
+        if op == "einsum":
+            fn = einsum_function(p, [a.shape for a in n.args], self.dtype)
+            return fn
+        if op == "reshape":
+            return lambda x: x.reshape(p)
+        if op == "slice":
+            key = p.key()
+            return lambda x: x[key]
+        if op == "embed":
+            return _embed(p[0], p[1], self.dtype)
+        if op == "update":
+            return _update(p)
+        if op == "concat":
+            return lambda *xs: np.concatenate(xs, axis=p)
+        if op == "gather":
+            return _gather(p)
+        if op == "scatter":
+            return _scatter(p[0], p[1], self.dtype)
+        if op == "reduce":
+            return _reduce(*p)
+        raise AssertionError(f"no evaluation for {op}")
+
+    def run(self, leaves: Sequence[np.ndarray]) -> list[np.ndarray]:
+        values: list = [None] * self.n_slots
+        for index, k in self.leaf_slots:
+            values[k] = leaves[index]
+        for k, v in self.fixed:
+            values[k] = v
+        for fn, args, k, free in self.steps:
+            values[k] = fn(*[values[a] for a in args])
+            for f in free:
+                values[f] = None
+        out = []
+        for k, copy in zip(self.out_slots, self.copy, strict=True):
+            v = values[k]
+            if copy or not v.flags.c_contiguous or v.dtype != self.dtype:
+                v = np.array(v, dtype=self.dtype, order="C", copy=True)
+            out.append(v)
+        return out

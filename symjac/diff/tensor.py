@@ -1,0 +1,314 @@
+"""What each transform computes on the array tier, as array programs.
+
+The same contract as ``products.py`` (shapes, nesting, dtypes, errors),
+built from whole-array derivative sweeps (``tensor_rules.py``):
+
+* ``jvp``/``vjp``/``grad``: one forward or reverse sweep;
+* ``jacobian``: a JVP program batched over the identity of the input (forward),
+  or a VJP program batched over the identity of the output (reverse),
+  whichever has the smaller identity;
+* ``hessian``: the forward Jacobian of the reverse one; ``hvp``: the JVP of
+  the gradient; ``divergence`` and ``laplacian``: traces of a Jacobian and a
+  Hessian, whose identities are renamed into the products (a trace of a
+  Hessian of an MLP is a few matrix products, not ``n`` Hessian-vector products).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .._errors import ArgumentError, ShapeError
+from ..ir import tensor as t
+from ..ir import tensor_batch as tb
+from ..trace.tensor import TArray, as_node
+from ..trace.tracer import Traced, call_traced_arrays
+from . import products
+from . import tensor_rules as rules
+from .products import Spec, _check_dense, _check_vector, _derivative_dtype, _per_argnum, _scalar_output
+
+_fresh = itertools.count()
+
+
+def _placeholder(like: t.Node, kind: str, dtype=None) -> t.Node:
+    return t.input_(next(_fresh), kind, like.shape, like.dtype if dtype is None else dtype, kind)
+
+
+def _float(n: t.Node) -> t.Node:
+    return n if n.dtype.kind == "f" else t.cast(n, np.float64)
+
+
+class _Variables:
+    """The differentiated arguments: placeholders the function is traced on,
+    put back in place of the caller's nodes afterwards (inside another trace)."""
+
+    def __init__(self, args: list, argnums: tuple, top: bool):
+        self.call_args = list(args)
+        self.nodes: list[t.Node] = []
+        self.back: dict = {}
+        for a in argnums:
+            x = as_node(args[a])
+            if top and x.op == "input":
+                v = _float(x)
+            else:
+                v = _placeholder(x, "var", x.dtype if x.dtype.kind == "f" else np.float64)
+                self.back[v] = _float(x)
+            self.call_args[a] = TArray(v)
+            self.nodes.append(v)
+
+    def restore(self, nodes: list) -> list:
+        if not self.back:
+            return nodes
+        present = [n for n in nodes if n is not None]
+        new = iter(tb.substitute(present, self.back))
+        return [None if n is None else next(new) for n in nodes]
+
+
+def _zeros_if_none(n: t.Node | None, shape: tuple, dtype) -> t.Node:
+    return t.zeros(shape, dtype) if n is None else t.cast(n, dtype)
+
+
+# ----- derivative programs ----------------------------------------------------------------------
+
+
+def _forward_jacobian(outs: list[t.Node], x: t.Node) -> list[t.Node | None]:
+    """``d out / d x`` for each output, shape ``out.shape + x.shape``: the JVP batched over I."""
+    tangent = _placeholder(x, "tangent")
+    tangents = rules.forward(outs, {x: tangent})
+    present = [tangents.get(o) for o in outs]
+    nonzero = [d for d in present if d is not None]
+    if not nonzero:
+        return [None] * len(outs)
+    batched = iter(tb.batch(nonzero, {tangent: t.identity(x.shape, tangent.dtype)}, x.shape))
+    result = []
+    for o, d in zip(outs, present, strict=True):
+        if d is None:
+            result.append(None)
+            continue
+        b = next(batched)  # x.shape + o.shape
+        k = x.ndim
+        result.append(t.transpose(b, list(range(k, k + o.ndim)) + list(range(k))))
+    return result
+
+
+def _reverse_jacobian(o: t.Node, xs: list[t.Node]) -> list[t.Node | None]:
+    """``d o / d x`` for each ``x``, shape ``o.shape + x.shape``: the VJP batched over I."""
+    seed = _placeholder(o, "cotangent", _derivative_dtype(o.dtype))
+    cts = rules.reverse([(o, seed)], xs)
+    present = [cts[x] for x in xs]
+    nonzero = [c for c in present if c is not None]
+    batched = iter(tb.batch(nonzero, {seed: t.identity(o.shape, seed.dtype)}, o.shape)) if nonzero else iter(())
+    return [None if c is None else next(batched) for c in present]
+
+
+def jacobian_blocks(outs: list[t.Node], xs: list[t.Node]) -> list[list[t.Node | None]]:
+    """blocks[k][m] = d outs[k] / d xs[m] (None: zero), in the cheaper mode."""
+    n_in = sum(x.size for x in xs)
+    n_out = sum(o.size for o in outs)
+    if n_in <= n_out:
+        per_x = [_forward_jacobian(outs, x) for x in xs]
+        return [[per_x[m][k] for m in range(len(xs))] for k in range(len(outs))]
+    return [_reverse_jacobian(o, xs) for o in outs]
+
+
+def _gradient(out: t.Node, xs: list[t.Node]) -> list[t.Node | None]:
+    cts = rules.reverse([(out, t.fill(1.0, (), _derivative_dtype(out.dtype)))], xs)
+    return [cts[x] for x in xs]
+
+
+# ----- the products -------------------------------------------------------------------------------
+
+
+def _jit(spec, traced: Traced, var, vectors):
+    return traced.pack([o.node for o in traced.arrays])
+
+
+def _structure(traced: Traced, spec: Spec, blocks):
+    per_out = [tuple(b) if spec.tuple_argnums else b[0] for b in blocks]
+    return per_out[0] if traced.single else tuple(per_out)
+
+
+def _jacobian(spec, traced: Traced, var, vectors):
+    outs = [o.node for o in traced.arrays]
+    for o in outs:
+        for x in var.nodes:
+            _check_dense("Jacobian", o.shape + x.shape)
+    blocks = jacobian_blocks(outs, var.nodes)
+    flat = [_zeros_if_none(blocks[k][m], o.shape + x.shape, _derivative_dtype(o.dtype, x.dtype))
+            for k, o in enumerate(outs) for m, x in enumerate(var.nodes)]
+    flat = var.restore(flat)
+    n = len(var.nodes)
+    return _structure(traced, spec, [flat[k * n:(k + 1) * n] for k in range(len(outs))])
+
+
+def _jvp(spec, traced: Traced, var, vectors):
+    outs = [o.node for o in traced.arrays]
+    out_shape = outs[0].shape if traced.single else None
+    seeds = {}
+    for x, v in zip(var.nodes, vectors, strict=True):
+        _check_vector("jvp", v, x.shape, out_shape, "v", "the input's")
+        seeds[x] = _float(as_node(v))
+    tangents = rules.forward(outs, seeds)
+    dtype_in = [x.dtype for x in var.nodes]
+    result = [_zeros_if_none(tangents.get(o), o.shape, _derivative_dtype(o.dtype, *dtype_in)) for o in outs]
+    return traced.pack(var.restore(result))
+
+
+def _vjp(spec, traced: Traced, var, vectors):
+    outs = [o.node for o in traced.arrays]
+    u = vectors
+    us = [u] if traced.single else list(u) if isinstance(u, (tuple, list)) else None
+    if us is None or len(us) != len(outs):
+        raise ArgumentError(
+            f"vjp: the function returns {len(outs)} outputs, so u must be a tuple of "
+            f"{len(outs)} arrays shaped like them."
+        )
+    in_shape = var.nodes[0].shape if len(var.nodes) == 1 else None
+    seeds = []
+    for o, vec in zip(outs, us, strict=True):
+        _check_vector("vjp", vec, o.shape, in_shape, "u", "the output's")
+        seeds.append((o, _float(as_node(vec))))
+    cts = rules.reverse(seeds, var.nodes)
+    dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in var.nodes))
+    result = [_zeros_if_none(cts[x], x.shape, dtype) for x in var.nodes]
+    return _per_input(spec, var.restore(result))
+
+
+def _per_input(spec: Spec, arrays: list):
+    return tuple(arrays) if spec.tuple_argnums else arrays[0]
+
+
+def _grad(spec, traced: Traced, var, vectors):
+    out = _scalar_output(traced, "grad").node
+    grads = _gradient(out, var.nodes)
+    result = [_zeros_if_none(gr, x.shape, _derivative_dtype(out.dtype, x.dtype)) for gr, x in zip(grads, var.nodes, strict=True)]
+    return _per_input(spec, var.restore(result))
+
+
+def _hessian(spec, traced: Traced, var, vectors):
+    outs = [o.node for o in traced.arrays]
+    xs = var.nodes
+    for o in outs:
+        for a in xs:
+            for b in xs:
+                _check_dense("Hessian", o.shape + a.shape + b.shape)
+    dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in xs))
+    first = [_reverse_jacobian(o, xs) for o in outs]  # [o][a]: o.shape + a.shape
+    nested = []
+    for k, o in enumerate(outs):
+        per_a = []
+        for m, a in enumerate(xs):
+            j = first[k][m]
+            seconds = [None] * len(xs) if j is None else [_forward_jacobian([j], b)[0] for b in xs]
+            per_a.append([_zeros_if_none(s, o.shape + a.shape + b.shape, dtype) for s, b in zip(seconds, xs, strict=True)])
+        nested.append(per_a)
+    flat = var.restore([h for per_a in nested for row in per_a for h in row])
+    it = iter(flat)
+    nested = [[[next(it) for _ in xs] for _ in xs] for _ in outs]
+    per_out = [tuple(tuple(row) for row in h) if spec.tuple_argnums else h[0][0] for h in nested]
+    return per_out[0] if traced.single else tuple(per_out)
+
+
+def _hvp(spec, traced: Traced, var, vectors):
+    out = _scalar_output(traced, "hvp").node
+    seeds = {}
+    for x, v in zip(var.nodes, vectors, strict=True):
+        _check_vector("hvp", v, x.shape, None, "v", "the input's")
+        seeds[x] = _float(as_node(v))
+    grads = [gr for gr in _gradient(out, var.nodes)]
+    tangents = rules.forward([gr for gr in grads if gr is not None], seeds)
+    result = [_zeros_if_none(None if gr is None else tangents.get(gr), x.shape, _derivative_dtype(out.dtype, x.dtype))
+              for gr, x in zip(grads, var.nodes, strict=True)]
+    return _per_input(spec, var.restore(result))
+
+
+def _trace_of(block: t.Node | None, x: t.Node, dtype) -> t.Node:
+    """The sum of ``block[i..., i...]`` over the input's indices."""
+    if block is None:
+        return t.fill(0.0, (), dtype)
+    chars = t.LETTERS[: x.ndim]
+    total = t.einsum([block], [chars + chars], "", dtype=dtype)
+    return t.fill(0.0, (), dtype) if total is None else t.cast(total, dtype)
+
+
+def _divergence(spec, traced: Traced, var, vectors):
+    (x,) = var.nodes
+    if not traced.single or traced.arrays[0].shape != x.shape:
+        shapes = ", ".join(str(a.shape) for a in traced.arrays)
+        raise ShapeError(
+            f"divergence needs a vector field f: R^n -> R^n whose output has its input's "
+            f"shape {x.shape}; the function returns {shapes}. Use sj.jacobian for the full "
+            "matrix of derivatives."
+        )
+    out = traced.arrays[0].node
+    (block,) = _forward_jacobian([out], x)
+    (result,) = var.restore([_trace_of(block, x, _derivative_dtype(out.dtype, x.dtype))])
+    return result
+
+
+def _laplacian(spec, traced: Traced, var, vectors):
+    (x,) = var.nodes
+    out = _scalar_output(traced, "laplacian").node
+    (gradient,) = _gradient(out, [x])
+    dtype = _derivative_dtype(out.dtype, x.dtype)
+    block = None if gradient is None else _forward_jacobian([gradient], x)[0]
+    (result,) = var.restore([_trace_of(block, x, dtype)])
+    return result
+
+
+_FINISH: dict[str, Callable] = {
+    "jit": _jit, "jacobian": _jacobian, "jvp": _jvp, "vjp": _vjp, "grad": _grad, "hessian": _hessian,
+    "hvp": _hvp, "divergence": _divergence, "laplacian": _laplacian,
+}
+
+
+def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False):
+    """``root`` under the products ``chain`` (outermost first) on TArray
+    arguments: the result's nodes, nested as the transform returns them."""
+    spec = chain[0]
+    if spec.sparse:
+        raise products.ArgumentError("sparse results are built on the scalar tier")
+    if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
+        raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
+    primal = list(args[: len(args) - spec.n_extra])
+    vectors = None
+    if spec.n_extra:
+        vectors = args[-1]
+        if spec.kind in ("jvp", "hvp"):
+            vectors = _per_argnum(spec, vectors, "tangent v")
+    if len(chain) == 1:
+        fn = root
+    else:
+        rest = tuple(chain[1:])
+
+        def fn(*inner_args):
+            return wrap(apply(rest, root, list(inner_args)))
+
+    if spec.kind == "jit":
+        traced = call_traced_arrays(fn, primal)
+        return _jit(spec, traced, None, None)
+    var = _Variables(primal, spec.argnums, top)
+    traced = call_traced_arrays(fn, var.call_args)
+    return _FINISH[spec.kind](spec, traced, var, vectors)
+
+
+def wrap(result):
+    """Nodes (nested in tuples) as TArrays."""
+    if isinstance(result, t.Node):
+        return TArray(result)
+    return tuple(wrap(r) for r in result)
+
+
+def flatten(result) -> list[t.Node]:
+    if isinstance(result, t.Node):
+        return [result]
+    return [n for r in result for n in flatten(r)]
+
+
+def template(result):
+    """The result's nesting (None for one array), as ``runtime.layout`` reads it."""
+    if isinstance(result, t.Node):
+        return None
+    return tuple(template(r) for r in result)

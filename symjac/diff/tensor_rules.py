@@ -1,0 +1,337 @@
+"""Derivative rules of the array tier: one JVP and one VJP rule per operation.
+
+``JVP[op](node, tangents) -> tangent`` gets one tangent per operand (None:
+zero) and returns the node's tangent (None: zero); ``VJP[op](node, ct,
+guarded) -> [(cotangent, guarded), ...]`` returns one cotangent per operand.
+Tangents and cotangents have their primal's shape; a Jacobian batches these
+programs over extra leading axes (``ir/tensor_batch.py``).
+
+An elementwise ``map`` differentiates through its element function with the
+scalar tier's own sweeps (``accumulate``): the same partials, the same
+selects for ``where``/``maximum`` (the derivative of the branch taken), the
+same guarded products.  Where the scalar result is a sum of (partial x
+tangent) products, each becomes a product node, so an identity tangent is
+renamed away instead of multiplied; otherwise it is one more ``map`` over
+the operands and their tangents.
+
+``guarded`` is the scalar tier's guard, carried across nodes: a cotangent
+that may be an exact zero out of a select, which must stay zero when
+multiplied by a partial that may be infinite (``sqrt`` at 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+
+from ..ir import graph as g
+from ..ir import tensor as t
+from . import accumulate
+
+# ----- element functions -----------------------------------------------------------------------
+
+
+def _uses(expr, symbols: set) -> bool:
+    return bool(symbols & g.free_leaves([expr]))
+
+
+def _linear_terms(expr, marks: list):
+    """``expr`` (linear in the ``marks`` symbols) as ``{(mark, kind): coefficient}``,
+    kind ``""`` for ``c * mark``, ``"guard"`` for ``SafeMul(mark, c)`` and ``"guarded-by"``
+    for ``SafeMul(c, mark)``; None when a mark sits inside anything else (a select)."""
+    marked = set(marks)
+    out: dict = {}
+    for term in expr.args if expr.func is g.Add else (expr,):
+        if term in marked:
+            key, coef = (term, ""), g.ONE
+        elif term.func is g.Mul:
+            hits = [f for f in term.args if f in marked]
+            rest = [f for f in term.args if f not in marked]
+            if len(hits) != 1 or any(_uses(f, marked) for f in rest):
+                return None
+            key, coef = (hits[0], ""), g.mul(*rest)
+        elif term.func is g.SafeMul:
+            a, b = term.args
+            if a in marked and not _uses(b, marked):
+                key, coef = (a, "guard"), b
+            elif b in marked and not _uses(a, marked):
+                key, coef = (b, "guarded-by"), a
+            else:
+                return None
+        else:
+            return None
+        out[key] = coef if key not in out else g.add(out[key], coef)
+    return out
+
+
+def _coefficient(expr, operands, dtype) -> t.Node:
+    """A map of ``expr`` over the operands it reads, with their broadcast shape."""
+    used = sorted(t.PH_INDEX[s] for s in g.free_leaves([expr]) if s in t.PH_INDEX)
+    shape = t.broadcast_shape(*(operands[k].shape for k in used))
+    return t.map_(expr, operands, dtype, shape)
+
+
+def _aligned(x: t.Node, letters: str) -> tuple[t.Node, str]:
+    """``x`` right-aligned against ``letters`` (a broadcast result's axes): its
+    subscript, size-1 axes that broadcast squeezed out."""
+    lead = len(letters) - x.ndim
+    keep = [k for k, n in enumerate(x.shape) if n != 1]
+    sub = "".join(letters[lead + k] for k in keep)
+    if len(keep) != x.ndim:
+        x = t.reshape(x, tuple(x.shape[k] for k in keep))
+    return x, sub
+
+
+def _times(first: t.Node, second: t.Node, shape: tuple, out_shape: tuple, safe: bool, dtype) -> t.Node | None:
+    """``first * second`` broadcast to ``shape``, summed down to ``out_shape``
+    (right-aligned, as NumPy broadcasts) -- one product node."""
+    letters = t.LETTERS[: len(shape)]
+    a, sa = _aligned(first, letters)
+    b, sb = _aligned(second, letters)
+    lead = len(shape) - len(out_shape)
+    keep = [k for k, n in enumerate(out_shape) if not (n == 1 and shape[lead + k] != 1)]
+    out = "".join(letters[lead + k] for k in keep)
+    result = t.einsum([a, b], [sa, sb], out, safe=safe, dtype=dtype, sizes=dict(zip(letters, shape, strict=True)))
+    return None if result is None else t.reshape(result, out_shape)
+
+
+def _map_jvp(n: t.Node, tangents: list) -> t.Node | None:
+    body, args, k = n.param.expr, list(n.args), len(n.args)
+    moving = [i for i, d in enumerate(tangents) if d is not None]
+    marks = [t.PH[k + j] for j in range(len(moving))]
+    (lin,) = accumulate.jvp([body], [t.PH[i] for i in moving], marks)
+    if lin is g.ZERO:
+        return None
+    dtype = _derivative_dtype(n)
+    terms = _linear_terms(lin, marks)
+    if terms is None:  # a select of tangents: one map over the operands and their tangents
+        return t.map_(lin, args + [tangents[i] for i in moving], dtype, n.shape)
+    total = []
+    for (mark, kind), coef in terms.items():
+        d = tangents[moving[marks.index(mark)]]
+        c = _coefficient(coef, args, dtype)
+        pair = (d, c) if kind == "guard" else (c, d)
+        total.append(_times(*pair, n.shape, n.shape, kind != "", dtype))
+    return t.add(*total)
+
+
+def _map_vjp(n: t.Node, ct: t.Node, guarded: bool) -> list:
+    body, args, k = n.param.expr, list(n.args), len(n.args)
+    u = t.PH[k]
+    dtype = _derivative_dtype(n)
+    wanted = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
+    adjoints = accumulate.vjp([body], [t.PH[i] for i in wanted], [u], guarded=guarded)
+    out: list = [(None, False)] * k
+    for i, adj in zip(wanted, adjoints, strict=True):
+        if adj is g.ZERO:
+            continue
+        shape = args[i].shape
+        now_guarded = guarded or _has_guard(adj)
+        terms = _linear_terms(adj, [u])
+        if terms is None:
+            full = t.map_(adj, args + [ct], dtype, n.shape)
+            out[i] = (t.unbroadcast(full, shape), now_guarded)
+            continue
+        parts = []
+        for (_, kind), coef in terms.items():
+            c = _coefficient(coef, args, dtype)
+            pair = (ct, c) if kind != "guarded-by" else (c, ct)
+            parts.append(_times(*pair, n.shape, shape, kind != "", dtype))
+        out[i] = (t.add(*parts), now_guarded)
+    return out
+
+
+def _has_guard(expr) -> bool:
+    return any(x.func in (g.Piecewise, g.SafeMul) for x in g.topo_order([expr]))
+
+
+def _derivative_dtype(n: t.Node) -> np.dtype:
+    return n.dtype if n.dtype.kind == "f" else np.dtype(np.float64)
+
+
+# ----- products over index sets -------------------------------------------------------------
+
+
+def _einsum_jvp(n: t.Node, tangents: list) -> t.Node | None:
+    p = n.param
+    terms = []
+    for k, d in enumerate(tangents):
+        if d is None:
+            continue
+        ops = list(n.args)
+        ops[k] = d
+        terms.append(t.einsum(ops, p.subs, p.out, safe=p.safe, dtype=n.dtype, sizes=p.size_of()))
+    return t.add(*terms)
+
+
+def _einsum_vjp(n: t.Node, ct: t.Node, guarded: bool) -> list:
+    p = n.param
+    out = []
+    for k, a in enumerate(n.args):
+        if a.dtype.kind != "f":
+            out.append((None, False))
+            continue
+        others = [(o, s) for j, (o, s) in enumerate(zip(n.args, p.subs, strict=True)) if j != k]
+        ops = [ct] + [o for o, _ in others]
+        subs = [p.out] + [s for _, s in others]
+        cot = t.einsum(ops, subs, p.subs[k], safe=p.safe, dtype=n.dtype, sizes=p.size_of())
+        out.append((cot, guarded or p.safe))
+    return out
+
+
+# ----- max and min over axes ------------------------------------------------------------------
+
+
+def _extremum_weights(n: t.Node) -> t.Node:
+    """Where ``x`` attains the reduced value, 1 / (the number of such places)."""
+    x = n.args[0]
+    kind, axes = n.param
+    kept = tuple(1 if k in axes else m for k, m in enumerate(x.shape))
+    y = t.reshape(n, kept)
+    hit = t.apply(lambda a, b: g.compare(sp.Eq, a, b), [x, y], np.dtype(bool))
+    count = t.reshape(t.sum_axes(t.cast(hit, x.dtype), axes), kept)
+    return t.apply(lambda h, c: g.exact_div(h, c), [t.cast(hit, x.dtype), count], x.dtype)
+
+
+def _reduce_jvp(n: t.Node, tangents: list) -> t.Node | None:
+    (d,) = tangents
+    w = _extremum_weights(n)
+    x = n.args[0]
+    chars = t.LETTERS[: x.ndim]
+    out = "".join(c for k, c in enumerate(chars) if k not in n.param[1])
+    return t.einsum([w, d], [chars, chars], out, dtype=n.dtype)
+
+
+def _reduce_vjp(n: t.Node, ct: t.Node, guarded: bool) -> list:
+    w = _extremum_weights(n)
+    x = n.args[0]
+    chars = t.LETTERS[: x.ndim]
+    out = "".join(c for k, c in enumerate(chars) if k not in n.param[1])
+    return [(t.einsum([ct, w], [out, chars], chars, dtype=n.dtype), True)]
+
+
+# ----- structure ------------------------------------------------------------------------------
+
+
+def _or_zeros(d: t.Node | None, like: t.Node) -> t.Node:
+    return t.zeros(like.shape, _derivative_dtype(like)) if d is None else d
+
+
+def _update_jvp(n, tangents):
+    dx, dv = tangents
+    if dx is None and dv is None:
+        return None
+    if dx is None:
+        return t.embed(dv, n.param, n.shape)
+    return t.update(dx, n.param, _or_zeros(dv, n.args[1]))
+
+
+def _update_vjp(n, ct, guarded):
+    x, v = n.args
+    win = n.param
+    return [(t.update(ct, win, t.zeros(win.shape, ct.dtype)), guarded), (t.slice_(ct, win), guarded)]
+
+
+def _concat_jvp(n, tangents):
+    if all(d is None for d in tangents):
+        return None
+    return t.concat([_or_zeros(d, a) for d, a in zip(tangents, n.args, strict=True)], n.param)
+
+
+def _concat_vjp(n, ct, guarded):
+    axis, start, out = n.param, 0, []
+    for a in n.args:
+        sl = [slice(None)] * n.ndim
+        sl[axis] = slice(start, start + a.shape[axis])
+        start += a.shape[axis]
+        out.append((t.slice_(ct, t.window_of(n.shape, sl)), guarded))
+    return out
+
+
+def _gather_vjp(n, ct, guarded):
+    x, *idx = n.args
+    return [(t.scatter(ct, idx, n.param.axis, x.shape), guarded)] + [(None, False)] * len(idx)
+
+
+def _scatter_vjp(n, ct, guarded):
+    _, *idx = n.args
+    return [(t.gather(ct, idx, n.param[0].axis), guarded)] + [(None, False)] * len(idx)
+
+
+JVP = {
+    "map": _map_jvp,
+    "einsum": _einsum_jvp,
+    "reduce": _reduce_jvp,
+    "reshape": lambda n, ts: None if ts[0] is None else t.reshape(ts[0], n.param),
+    "slice": lambda n, ts: None if ts[0] is None else t.slice_(ts[0], n.param),
+    "embed": lambda n, ts: t.embed(ts[0], *n.param),
+    "update": _update_jvp,
+    "concat": _concat_jvp,
+    "gather": lambda n, ts: None if ts[0] is None else t.gather(ts[0], n.args[1:], n.param.axis),
+    "scatter": lambda n, ts: t.scatter(ts[0], n.args[1:], n.param[0].axis, n.param[1]),
+}
+
+VJP = {
+    "map": _map_vjp,
+    "einsum": _einsum_vjp,
+    "reduce": _reduce_vjp,
+    "reshape": lambda n, ct, gd: [(t.reshape(ct, n.args[0].shape), gd)],
+    "slice": lambda n, ct, gd: [(t.embed(ct, n.param, n.args[0].shape), gd)],
+    "embed": lambda n, ct, gd: [(t.slice_(ct, n.param[0]), gd)],
+    "update": _update_vjp,
+    "concat": _concat_vjp,
+    "gather": _gather_vjp,
+    "scatter": _scatter_vjp,
+}
+
+#: operations without operands, or whose value no input moves
+LEAVES = ("input", "const", "fill")
+
+
+# ----- sweeps -----------------------------------------------------------------------------------
+
+
+def forward(roots, seeds: dict) -> dict:
+    """Tangents of every node under ``roots`` that depends on a seeded node."""
+    tangents = dict(seeds)
+    for n in t.topo_order(roots):
+        if n in tangents or n.op in LEAVES:
+            continue
+        ts = [tangents.get(a) for a in n.args]
+        if all(d is None for d in ts):
+            continue
+        d = JVP[n.op](n, ts)
+        if d is not None:
+            tangents[n] = d
+    return tangents
+
+
+def reverse(seeds: list, wrt) -> dict:
+    """Cotangents of the ``wrt`` nodes given seeds ``[(node, cotangent)]``."""
+    roots = [n for n, _ in seeds]
+    order = t.topo_order(roots)
+    depends = set(wrt)
+    for n in order:
+        if any(a in depends for a in n.args):
+            depends.add(n)
+    pending: dict = {}
+    guarded: set = set()
+    for n, ct in seeds:
+        if n in depends and ct is not None:
+            pending.setdefault(n, []).append(ct)
+    wanted = set(wrt)
+    for n in reversed(order):
+        cts = pending.get(n)
+        if cts is None or n in wanted or n.op in LEAVES:
+            continue
+        del pending[n]
+        ct = t.add(*cts)
+        if ct is None:
+            continue
+        for a, (cot, gd) in zip(n.args, VJP[n.op](n, ct, n in guarded), strict=True):
+            if cot is None or a not in depends:
+                continue
+            pending.setdefault(a, []).append(cot)
+            if gd:
+                guarded.add(a)
+    return {w: t.add(*pending[w]) if w in pending else None for w in wrt}

@@ -1,0 +1,640 @@
+"""The array tier's IR: whole-array operations as nodes of a DAG.
+
+The scalar tier expands every array into SymPy scalars, so its costs grow
+with the number of elements.  Here an array stays one node, and a program is
+a few dozen of them whatever the sizes.  The operations (``OPS`` lists them;
+``diff/tensor_rules.py`` gives each its derivative rules and
+``backend/tensor_eval.py`` its evaluation):
+
+* ``input``, ``const`` and ``fill``: runtime inputs, constant arrays and
+  constant-filled arrays;
+* ``map``: an elementwise function applied with NumPy broadcasting.  Its
+  element function is a *scalar* expression of the scalar tier (built by the
+  scalar tier's own rows, over placeholders ``PH[k]`` standing for operand
+  ``k``), so it has the scalar records' derivatives and special values;
+* ``einsum``: one product node over index sets (Laue et al.): matrix and
+  tensor products, sums over axes, transposes, traces and diagonals,
+  broadcasts, identities.  An identity or a diagonal is never a matrix while
+  it meets a product: its indices are *renamed* into the product
+  (:func:`einsum`), so ``W @ I`` is ``W`` and ``diag(d) @ W`` is ``d[:, None] * W``;
+* structure: ``reshape``, ``slice`` and its transpose ``embed``, ``concat``,
+  ``update`` (``x[key] = v``), ``gather`` (integer-array indexing, by
+  constant or runtime indices) and its transpose ``scatter``, and
+  ``reduce`` (max and min over axes).
+
+Nodes are interned inside :func:`building`, so a program is a DAG whose
+common subexpressions are one node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import string
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from . import graph as g
+
+# ----- nodes ------------------------------------------------------------------------------
+
+
+class Node:
+    """One array operation: ``op`` applied to ``args`` with the static ``param``."""
+
+    __slots__ = ("op", "args", "param", "shape", "dtype", "__weakref__")
+
+    def __init__(self, op: str, args: tuple, param, shape: tuple, dtype):
+        self.op = op
+        self.args = args
+        self.param = param
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape)) if self.shape else 1
+
+    def __repr__(self) -> str:
+        return f"<{self.op} {self.dtype}{list(self.shape)}>"
+
+
+_SCOPE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("symjac_tensor_scope", default=None)
+
+
+@contextlib.contextmanager
+def building() -> Iterator[dict]:
+    """An interning scope for array nodes (nested uses share the outer one)."""
+    table = _SCOPE.get()
+    if table is not None:
+        yield table
+        return
+    table = {}
+    token = _SCOPE.set(table)
+    try:
+        yield table
+    finally:
+        _SCOPE.reset(token)
+
+
+def node(op: str, args: tuple, param, shape: tuple, dtype) -> Node:
+    """The (interned) node ``op(args; param)``."""
+    table = _SCOPE.get()
+    key = (op, args, param, tuple(shape), np.dtype(dtype))
+    if table is None:
+        return Node(op, args, param, shape, dtype)
+    found = table.get(key)
+    if found is None:
+        found = table[key] = Node(op, args, param, shape, dtype)
+        if not len(table) & 0x3FF:
+            _check_size(len(table))
+    return found
+
+
+def _check_size(n: int) -> None:
+    from .._config import LIMITS
+    from .._errors import ResourceLimitError
+
+    if n >= LIMITS.max_nodes:
+        raise ResourceLimitError(
+            f"this trace and its derivatives have built {n:,} array operations, over the limit of "
+            f"{LIMITS.max_nodes:,} (sj.set_limits(max_nodes=...)). Usually a Python loop is unrolled "
+            "many times. Pass loop counts through static_argnums with smaller values, or raise the limit."
+        )
+
+
+# ----- leaves ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """An ``input`` node's parameter: which runtime input (or derivative
+    placeholder) it stands for, and the name it is shown by."""
+
+    index: int
+    name: str
+    kind: str = "input"  # "input" (a kernel argument), "tangent", "cotangent", "var" (a placeholder)
+
+
+class ConstArray:
+    """A constant array as a node parameter: compared by content."""
+
+    __slots__ = ("value", "_key")
+
+    def __init__(self, value: np.ndarray):
+        value = np.array(value, copy=True)  # frozen at trace time, as the scalar tier's constants
+        value.flags.writeable = False
+        self.value = value
+        digest = hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=16).hexdigest()
+        self._key = (value.shape, value.dtype.str, digest)
+
+    def __eq__(self, other):
+        return isinstance(other, ConstArray) and self._key == other._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return f"ConstArray({self.value.dtype}{list(self.value.shape)})"
+
+
+def input_(index: int, name: str, shape: tuple, dtype, kind: str = "input") -> Node:
+    return node("input", (), Leaf(index, name, kind), shape, dtype)
+
+
+def const(value) -> Node:
+    """A constant array (a 0-d or uniform array becomes a ``fill``)."""
+    value = np.asarray(value)
+    if value.dtype.kind not in "biuf":
+        raise TypeError(f"constant of dtype {value.dtype}")
+    if value.size and value.ndim <= 1 and (value.size == 1 or bool(np.all(value == value.flat[0]))):
+        first = value.flat[0]
+        if not (isinstance(first, np.floating) and np.isnan(first)) and np.signbit(value).all() == np.signbit(first):
+            return fill(first.item(), value.shape, value.dtype)
+    return node("const", (), ConstArray(value), value.shape, value.dtype)
+
+
+def fill(value, shape: tuple, dtype) -> Node:
+    """An array of ``shape`` whose entries are all ``value``."""
+    value = np.asarray(value, dtype=dtype).item()
+    key = (value, bool(np.signbit(value))) if isinstance(value, float) else (value, False)
+    return node("fill", (), key, shape, dtype)
+
+
+def zeros(shape: tuple, dtype) -> Node:
+    return fill(0, shape, dtype)
+
+
+def fill_value(n: Node):
+    """The value of a ``fill`` node (None for other nodes)."""
+    return n.param[0] if n.op == "fill" else None
+
+
+def is_zero(n: Node | None) -> bool:
+    return n is None or (n.op == "fill" and n.param[0] == 0 and not (isinstance(n.param[0], float) and np.isnan(n.param[0])))
+
+
+# ----- elementwise maps -----------------------------------------------------------------------
+
+#: placeholder k stands for a map's operand k inside its scalar element function
+PH: list[sp.Symbol] = [sp.Symbol(f"ª{k}", real=True) for k in range(64)]
+PH_INDEX = {s: k for k, s in enumerate(PH)}
+
+
+@dataclass(frozen=True)
+class Body:
+    """A map's element function: a scalar expression over ``PH[:arity]``."""
+
+    expr: sp.Basic
+    arity: int
+
+
+def broadcast_shape(*shapes: tuple) -> tuple:
+    return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+
+
+def map_(expr: sp.Basic, operands: Sequence[Node], dtype, shape: tuple | None = None) -> Node:
+    """``expr`` (over ``PH[k]`` for ``operands[k]``) applied elementwise with
+    broadcasting; ``shape`` is the broadcast shape of every operand the
+    traced operation had (operands the expression does not use are dropped)."""
+    operands = list(operands)
+    if shape is None:
+        shape = broadcast_shape(*(o.shape for o in operands))
+    shape = tuple(shape)
+    dtype = np.dtype(dtype)
+    used = sorted({PH_INDEX[s] for s in g.free_leaves([expr]) if s in PH_INDEX})
+    if used != list(range(len(operands))):
+        # keep only the operands the expression reads (their broadcast stays in `shape`)
+        renumber = {PH[old]: PH[new] for new, old in enumerate(used) if old != new}
+        if renumber:
+            expr = g.substitute([expr], renumber)[0]
+        operands = [operands[k] for k in used]
+    if not operands or expr.is_Number or expr is g.TRUE or expr is g.FALSE:
+        if expr is g.TRUE or expr is g.FALSE:
+            return fill(expr is g.TRUE, shape, dtype)
+        if expr.is_Number:
+            return fill(g.number_value(expr), shape, dtype)
+    if expr is PH[0] and len(operands) == 1:
+        only = operands[0]
+        if only.shape == shape and only.dtype == dtype:
+            return only
+        if only.dtype == dtype:
+            return broadcast_to(only, shape)
+    # the same operand twice is one placeholder (x * x: 2x as its derivative, one load)
+    seen: dict = {}
+    mapping = {}
+    unique = []
+    for k, o in enumerate(operands):
+        if o in seen:
+            mapping[PH[k]] = PH[seen[o]]
+        else:
+            seen[o] = len(unique)
+            if seen[o] != k:
+                mapping[PH[k]] = PH[seen[o]]
+            unique.append(o)
+    if mapping:
+        expr = g.substitute([expr], mapping)[0]
+    return node("map", tuple(unique), Body(expr, len(unique)), shape, dtype)
+
+
+def apply(expr_fn, operands: Sequence[Node], dtype, shape: tuple | None = None) -> Node:
+    """``expr_fn(PH[0], PH[1], ...)`` applied elementwise: a map built from node builders."""
+    return map_(expr_fn(*PH[: len(operands)]), operands, dtype, shape)
+
+
+def add(*terms: Node | None) -> Node | None:
+    """The sum of same-shaped arrays, ``None`` standing for zero (derivative accumulation)."""
+    kept = [t for t in terms if not is_zero(t)]
+    if not kept:
+        return None
+    if len(kept) == 1:
+        return kept[0]
+    dtype = np.result_type(*(t.dtype for t in kept))
+    return apply(lambda *a: g.add(*a), kept, dtype)
+
+
+def neg(x: Node | None) -> Node | None:
+    return None if x is None else apply(lambda a: g.neg(a), [x], x.dtype)
+
+
+def cast(x: Node, dtype) -> Node:
+    """``x`` as ``dtype`` (a float conversion keeps the values)."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if x.op == "fill":
+        return fill(x.param[0], x.shape, dtype)
+    return map_(PH[0], [x], dtype, x.shape)
+
+
+# ----- products over index sets ---------------------------------------------------------------
+
+LETTERS = string.ascii_letters
+
+
+@dataclass(frozen=True)
+class Ein:
+    """An ``einsum`` node's parameter: operand subscripts, output subscript
+    (a letter may repeat there: a diagonal placed in a zero array; a letter of
+    no operand: a broadcast), every letter's size, and ``safe``: a product of
+    two operands that is exactly 0 wherever the first is 0, even if the second
+    is inf or NaN (the scalar tier's ``SafeMul``, reverse mode's guarded products)."""
+
+    subs: tuple[str, ...]
+    out: str
+    sizes: tuple[tuple[str, int], ...]
+    safe: bool = False
+
+    def size_of(self) -> dict:
+        return dict(self.sizes)
+
+    def __str__(self) -> str:
+        return ",".join(self.subs) + "->" + self.out
+
+
+def _canonical(subs: Sequence[str], out: str, sizes: dict) -> tuple[tuple, str, tuple]:
+    """Letters renamed in order of first appearance (equal products intern to one node)."""
+    rename: dict = {}
+    for c in "".join(subs) + out:
+        if c not in rename:
+            rename[c] = LETTERS[len(rename)]
+    new_subs = tuple("".join(rename[c] for c in s) for s in subs)
+    new_out = "".join(rename[c] for c in out)
+    return new_subs, new_out, tuple(sorted((rename[c], int(n)) for c, n in sizes.items() if c in rename))
+
+
+def _is_placement(n: Node) -> bool:
+    """An einsum that only moves entries (transpose, diagonal, broadcast,
+    identity): every operand letter is an output letter."""
+    if n.op != "einsum" or len(n.args) > 1 or n.param.safe:
+        return False
+    return all(c in n.param.out for s in n.param.subs for c in s)
+
+
+class _Letters:
+    """Union-find over index letters, with fresh letters on demand."""
+
+    def __init__(self, used: Iterable[str]):
+        self.parent: dict = {}
+        self.used = set(used)
+
+    def fresh(self) -> str:
+        for c in LETTERS:
+            if c not in self.used:
+                self.used.add(c)
+                return c
+        raise ValueError("an einsum with more than 52 index letters")
+
+    def find(self, c: str) -> str:
+        while c in self.parent:
+            c = self.parent[c]
+        return c
+
+    def union(self, a: str, b: str) -> None:
+        a, b = self.find(a), self.find(b)
+        if a != b:
+            self.parent[b] = a
+
+
+def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool = False, dtype=None,
+           sizes: dict | None = None) -> Node | None:
+    """The product ``einsum(subs -> out)`` of ``operands`` (at most two after
+    inlining placements; ``None`` operands are zeros, and give ``None``).
+
+    Placements among the operands (identities, diagonals, transposes,
+    broadcasts) are inlined by renaming indices, so an identity never meets a
+    product as a matrix.  A letter that is in ``out`` but in no operand is a
+    broadcast (its size from ``sizes``); a letter repeated in ``out`` places a diagonal."""
+    if any(is_zero(o) for o in operands):
+        return None
+    operands, subs = list(operands), list(subs)
+    known = sizes or {}
+    sizes = {c: known[c] for c in out if c in known}  # letters of the output only: broadcasts
+    for o, s in zip(operands, subs, strict=True):
+        if len(s) != o.ndim:
+            raise ValueError(f"einsum: subscript {s!r} for an operand of shape {o.shape}")
+        for c, n in zip(s, o.shape, strict=True):
+            if sizes.setdefault(c, n) != n:
+                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+    if dtype is None:
+        dtype = np.result_type(*(o.dtype for o in operands)) if operands else np.dtype(np.float64)
+    letters = _Letters("".join(subs) + out)
+    # a finite fill operand is a number: it joins the product as a scale (1 * x is x), times
+    # the size of each letter only it had that is summed
+    scale = 1.0
+    kept_ops, kept_subs, dropped = [], [], set()
+    for o, s in zip(operands, subs, strict=True):
+        if o.op == "fill" and np.isfinite(o.param[0]) and not safe:
+            scale *= float(o.param[0])
+            dropped.update(s)
+            continue
+        kept_ops.append(o)
+        kept_subs.append(s)
+    operands, subs = kept_ops, kept_subs
+    for c in dropped - set("".join(subs)) - set(out):
+        scale *= sizes[c]
+    changed = True
+    while changed:
+        changed = False
+        for k, o in enumerate(operands):
+            if not _is_placement(o):
+                continue
+            inner = o.param
+            t = subs[k]
+            trial = _Letters(letters.used)
+            trial.parent = dict(letters.parent)
+            for p in range(len(inner.out)):
+                for q in range(p):
+                    if inner.out[p] == inner.out[q]:
+                        trial.union(t[q], t[p])
+            new_sub = None
+            if o.args:
+                (x_sub,) = inner.subs
+                new_sub = "".join(t[inner.out.index(c)] for c in x_sub)
+            # the letters this operand only broadcast over: summing one of them would multiply
+            others = [s for j, s in enumerate(subs) if j != k] + ([new_sub] if new_sub else [])
+            covered = {trial.find(c) for s in others for c in s} | {trial.find(c) for c in out}
+            if any(trial.find(c) not in covered for c in t):
+                continue
+            letters = trial
+            if o.args:
+                operands[k], subs[k] = o.args[0], new_sub
+            else:
+                del operands[k], subs[k]
+                if k == 0:
+                    safe = False  # the guarding operand was an identity: its zeros are structural
+            changed = True
+            break
+    subs = ["".join(letters.find(c) for c in s) for s in subs]
+    out = "".join(letters.find(c) for c in out)
+    sizes = {letters.find(c): n for c, n in sizes.items()}
+    if scale != 1.0:
+        if scale == 0.0:
+            return None
+        operands.append(fill(scale, (), dtype))
+        subs.append("")
+    if len(operands) == 1 and subs[0] == out and not safe:
+        return operands[0] if operands[0].dtype == dtype else cast(operands[0], dtype)
+    if len(operands) > 2:
+        # (only a scale can make a third operand: multiply it into the smaller one)
+        small = min(range(len(operands) - 1), key=lambda j: operands[j].size)
+        operands[small] = einsum([operands[small], operands[-1]], [subs[small], ""], subs[small], dtype=dtype)
+        del operands[-1], subs[-1]
+    safe = safe and len(operands) == 2
+    new_subs, new_out, new_sizes = _canonical(subs, out, sizes)
+    shape = tuple(sizes[c] for c in out)
+    return node("einsum", tuple(operands), Ein(new_subs, new_out, new_sizes, safe), shape, dtype)
+
+
+def letters_for(*ndims: int) -> list[str]:
+    """Distinct subscripts for arrays of ``ndims`` axes."""
+    out, k = [], 0
+    for n in ndims:
+        out.append(LETTERS[k : k + n])
+        k += n
+    return out
+
+
+def identity(shape: tuple, dtype) -> Node:
+    """``I[i..., j...] = 1 if i == j``: shape ``shape + shape`` (never a matrix in a product)."""
+    chars = LETTERS[: len(shape)]
+    return node("einsum", (), Ein((), chars + chars, tuple(zip(chars, shape, strict=True))), shape + shape, dtype)
+
+
+def transpose(x: Node, axes: Sequence[int]) -> Node:
+    axes = [a % x.ndim for a in axes] if x.ndim else []
+    if axes == list(range(x.ndim)):
+        return x
+    chars = LETTERS[: x.ndim]
+    return einsum([x], [chars], "".join(chars[a] for a in axes))
+
+
+def sum_axes(x: Node, axes: Iterable[int]) -> Node:
+    """``x`` summed over ``axes`` (dropped)."""
+    axes = {a % x.ndim for a in axes}
+    if not axes:
+        return x
+    chars = LETTERS[: x.ndim]
+    return einsum([x], [chars], "".join(c for k, c in enumerate(chars) if k not in axes))
+
+
+def broadcast_to(x: Node, shape: tuple) -> Node:
+    """``np.broadcast_to(x, shape)`` (a view when evaluated)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    lead = len(shape) - x.ndim
+    squeezed = [k for k, n in enumerate(x.shape) if n == 1 and shape[lead + k] != 1]
+    if squeezed:
+        x = reshape(x, tuple(n for k, n in enumerate(x.shape) if k not in squeezed))
+    chars = LETTERS[: len(shape)]
+    x_sub = "".join(chars[lead + k] for k in range(len(shape) - lead) if k not in squeezed)
+    if x.op == "fill":
+        return fill(x.param[0], shape, x.dtype)
+    return _broadcast_einsum(x, x_sub, chars, shape)
+
+
+def _broadcast_einsum(x: Node, x_sub: str, out: str, shape: tuple) -> Node:
+    sizes = {c: n for c, n in zip(out, shape, strict=True)}
+    new_subs, new_out, new_sizes = _canonical([x_sub], out, sizes)
+    if x_sub == out:
+        return x
+    return node("einsum", (x,), Ein(new_subs, new_out, new_sizes), shape, x.dtype)
+
+
+def unbroadcast(x: Node, shape: tuple) -> Node:
+    """The transpose of broadcasting ``shape`` to ``x.shape``: summed over the
+    broadcast axes, then shaped as ``shape``."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    axes = list(range(lead)) + [lead + k for k, n in enumerate(shape) if n == 1 and x.shape[lead + k] != 1]
+    return reshape(sum_axes(x, axes), shape)
+
+
+# ----- structure -----------------------------------------------------------------------------
+
+
+def reshape(x: Node, shape: tuple) -> Node:
+    shape = tuple(int(n) for n in shape)
+    if x.shape == shape:
+        return x
+    if int(np.prod(shape)) != x.size:
+        raise ValueError(f"cannot reshape {x.shape} to {shape}")
+    if x.op == "fill":
+        return fill(x.param[0], shape, x.dtype)
+    if x.op == "reshape":
+        x = x.args[0]
+        if x.shape == shape:
+            return x
+    return node("reshape", (x,), shape, shape, x.dtype)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A basic slice of every axis: ``(start, step, count)`` per axis."""
+
+    axes: tuple[tuple[int, int, int], ...]
+
+    def key(self) -> tuple:
+        return tuple(slice(s, s + c * t if s + c * t >= 0 else None, t) if c else slice(0, 0) for s, t, c in self.axes)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(c for _, _, c in self.axes)
+
+    def is_full(self, shape: tuple) -> bool:
+        return all(s == 0 and t == 1 and c == n for (s, t, c), n in zip(self.axes, shape, strict=True))
+
+
+def window_of(shape: tuple, slices: Sequence[slice]) -> Window:
+    axes = []
+    for n, sl in zip(shape, slices, strict=True):
+        start, stop, step = sl.indices(n)
+        axes.append((start, step, len(range(start, stop, step))))
+    return Window(tuple(axes))
+
+
+def slice_(x: Node, win: Window) -> Node:
+    if win.is_full(x.shape):
+        return x
+    if x.op == "fill":
+        return fill(x.param[0], win.shape, x.dtype)
+    return node("slice", (x,), win, win.shape, x.dtype)
+
+
+def embed(x: Node | None, win: Window, shape: tuple) -> Node | None:
+    """Zeros of ``shape`` with ``x`` in ``win`` (the transpose of :func:`slice_`)."""
+    if is_zero(x):
+        return None
+    if win.is_full(shape):
+        return x
+    return node("embed", (x,), (win, tuple(shape)), shape, x.dtype)
+
+
+def update(x: Node, win: Window, value: Node) -> Node:
+    """``x`` with ``value`` (shaped like the window) written into ``win``."""
+    if win.is_full(x.shape):
+        return cast(value, x.dtype) if value.dtype != x.dtype else value
+    return node("update", (x, value), win, x.shape, x.dtype)
+
+
+def concat(parts: Sequence[Node], axis: int) -> Node:
+    parts = list(parts)
+    if len(parts) == 1:
+        return parts[0]
+    shape = list(parts[0].shape)
+    shape[axis] = sum(p.shape[axis] for p in parts)
+    dtype = np.result_type(*(p.dtype for p in parts))
+    return node("concat", tuple(parts), axis, tuple(shape), dtype)
+
+
+@dataclass(frozen=True)
+class Take:
+    """A gather's parameter: the integer index arrays (the node's ``args[1:]``,
+    broadcast together) index the axes ``axis .. axis + count - 1``, and the
+    result's axes are ``x.shape[:axis] + index shape + x.shape[axis + count:]``."""
+
+    axis: int
+    count: int
+
+
+def gather(x: Node, indices: Sequence[Node], axis: int) -> Node:
+    ishape = broadcast_shape(*(i.shape for i in indices))
+    shape = x.shape[:axis] + ishape + x.shape[axis + len(indices):]
+    return node("gather", (x, *indices), Take(axis, len(indices)), shape, x.dtype)
+
+
+def scatter(values: Node | None, indices: Sequence[Node], axis: int, shape: tuple) -> Node | None:
+    """Zeros of ``shape`` with ``values`` added at the gathered positions (repeats add up)."""
+    if is_zero(values):
+        return None
+    return node("scatter", (values, *indices), (Take(axis, len(indices)), tuple(shape)), shape, values.dtype)
+
+
+def reduce_(x: Node, kind: str, axes: Sequence[int]) -> Node:
+    """``max`` or ``min`` of ``x`` over ``axes`` (dropped)."""
+    axes = tuple(sorted({a % x.ndim for a in axes}))
+    if not axes:
+        return x
+    shape = tuple(n for k, n in enumerate(x.shape) if k not in axes)
+    return node("reduce", (x,), (kind, axes), shape, x.dtype)
+
+
+#: every operation, by name (each stage's table is checked against this)
+OPS = ("input", "const", "fill", "map", "einsum", "reshape", "slice", "embed", "update", "concat", "gather",
+       "scatter", "reduce")
+
+
+# ----- traversal ------------------------------------------------------------------------------
+
+
+def topo_order(roots: Iterable[Node]) -> list[Node]:
+    """Every node reachable from ``roots``, operands before their users."""
+    order: list[Node] = []
+    seen: set = set()
+    for root in roots:
+        if root is None or root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(root.args))]
+        while stack:
+            n, children = stack[-1]
+            for child in children:
+                if child not in seen:
+                    seen.add(child)
+                    stack.append((child, iter(child.args)))
+                    break
+            else:
+                stack.pop()
+                order.append(n)
+    return order

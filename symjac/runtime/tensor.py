@@ -1,0 +1,206 @@
+"""The array tier in the runtime: choosing it, and its programs.
+
+:func:`build` traces a request on whole arrays (``trace/tensor.py``),
+differentiates it as an array program (``diff/tensor.py``) and, when the
+tier setting and the program's size say so, returns a
+:class:`TensorProgram` that runs it with NumPy (``backend/tensor_eval.py``).
+Otherwise it returns None with the reason, and the scalar tier builds the
+program as before.  Building an array program takes milliseconds whatever
+the array sizes; a vmap batches it (``ir/tensor_batch.py``) into one
+program over the whole batch.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._errors import ResourceLimitError
+from ..backend import tensor_eval
+from ..diff import tensor as dt
+from ..ir import tensor as t
+from ..ir import tensor_batch as tb
+from ..trace import tensor as tt
+from . import layout
+from .kernel import KernelInfo
+from .leaves import call_arguments
+from .request import Request
+from .stats import STATS
+
+
+def build(request: Request, args: Sequence, positions, names, specs, shape_of_args, dtype):
+    """``(TensorProgram, "")`` for these arguments, or ``(None, why)`` when the
+    array tier cannot trace the function (the scalar tier then builds it)."""
+    if any(s.sparse for s in request.products):
+        return None, "scalar tier: sparse results are built on the scalar tier"
+    try:
+        with tt.active():
+            placeholders = [tt.TArray(t.input_(k, name, s.shape, s.dtype)) for k, (name, s)
+                            in enumerate(zip(names, specs, strict=True))]
+            call_args = call_arguments(args, shape_of_args, placeholders)
+            result = dt.apply(request.products, request.root, call_args, top=True)
+    except ResourceLimitError:
+        raise
+    except Exception as exc:  # the scalar tier traces it, or explains why it cannot
+        return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
+            f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
+    return TensorProgram(request, positions, names, specs, result, dtype, ""), ""
+
+
+class TensorProgram:
+    """An array-tier program for one set of argument shapes: NumPy steps."""
+
+    tier = "array"
+
+    def __init__(self, request: Request, positions, names, specs, result, dtype, why: str):
+        self.request = request
+        self.leaves = [tuple(p) for p in positions]
+        self.names = list(names)
+        self.specs = list(specs)
+        self.outputs = dt.flatten(result)
+        self.template = dt.template(result)
+        self.out_shapes = [o.shape for o in self.outputs]
+        self.out_dtypes = [o.dtype for o in self.outputs]
+        self.dtype = np.result_type(dtype, *(o.dtype for o in self.outputs if o.dtype.kind == "f"))
+        self.plan = tensor_eval.Plan(self.outputs, len(self.leaves), self.dtype)
+        self.n_ops = self.plan.n_steps
+        self.why = why
+        self.last_used = 0
+        self.deferred = False
+        self.retired = False
+        self.state = "ready"
+        self.kernel = None
+        self.path = None
+        self.batches: weakref.WeakSet = weakref.WeakSet()
+        self._batch_plans: dict = {}
+
+    # -- calling --
+
+    def leaf_arrays(self, args: Sequence) -> list[np.ndarray]:
+        """The runtime inputs of ``args``: floats in the program's dtype, integers as they are."""
+        out = []
+        for i, k in self.leaves:
+            a = np.asarray(args[i] if k is None else args[i][k])
+            if a.dtype.kind == "f" and a.dtype != self.dtype:
+                a = a.astype(self.dtype)
+            elif a.dtype.kind not in "fiub":
+                a = a.astype(self.dtype)
+            out.append(a)
+        return out
+
+    def __call__(self, args: Sequence):
+        STATS.array_calls += 1
+        outs = self.plan.run(self.leaf_arrays(args))
+        return layout.fill(self.template, iter(self.shaped(outs)))
+
+    def shaped(self, outs: list, batch: tuple = ()) -> list:
+        results = []
+        for out, dtype in zip(outs, self.out_dtypes, strict=True):
+            if out.dtype != dtype:
+                out = out.astype(dtype)
+            results.append(out[()] if not batch and out.ndim == 0 else out)
+        return results
+
+    # -- the lifecycle the runtime expects of a program (nothing to compile) --
+
+    def start(self) -> None:
+        pass
+
+    def load_kernel(self) -> None:
+        pass
+
+    def retire(self) -> None:
+        self.retired = True
+
+    def serves_one(self, a) -> bool:
+        return False
+
+    def serves_two(self, a, b) -> bool:
+        return False
+
+    def info(self) -> KernelInfo:
+        return KernelInfo(tier="array", state="ready", n_ops=self.n_ops, n_lines=self.source.count("\n"),
+                          compile_seconds=0.0, path="", call="numpy", why=self.why)
+
+    @property
+    def source(self) -> str:
+        """The program as readable NumPy steps."""
+        from ..backend import tensor_print
+
+        return tensor_print.render(self.outputs, self.names, self.request.kernel_name(self.dtype))
+
+    def llvm_ir(self) -> str:
+        return ("# the array tier runs this program as NumPy steps (no LLVM IR); "
+                "sj.set_tier('scalar') builds a compiled kernel instead\n")
+
+    # -- batches --
+
+    def batch_plan(self, batched: tuple, size: int) -> tensor_eval.Plan:
+        """The program over ``size`` samples, for the inputs flagged in ``batched``."""
+        key = (batched, size)
+        plan = self._batch_plans.get(key)
+        if plan is None:
+            inputs = {n.param.index: n for n in t.topo_order(self.outputs) if n.op == "input"}
+            with t.building():
+                mapping = {}
+                for k, flag in enumerate(batched):
+                    n = inputs.get(k)
+                    if flag and n is not None:
+                        mapping[n] = t.input_(k, n.param.name, (size,) + n.shape, n.dtype)
+                outputs = tb.batch(self.outputs, mapping, (size,))
+            plan = tensor_eval.Plan(outputs, len(self.leaves), self.dtype)
+            if len(self._batch_plans) >= 8:
+                self._batch_plans.pop(next(iter(self._batch_plans)))
+            self._batch_plans[key] = plan
+        return plan
+
+
+class TensorBatch:
+    """A vmap of an array-tier program: the batched program, planned per batch size."""
+
+    one_array = False
+
+    def __init__(self, compiled: TensorProgram, batched: list[bool]):
+        self.compiled = compiled
+        self.batched = tuple(batched)
+        compiled.batches.add(self)
+        self.retired = False
+
+    def start(self) -> None:
+        pass
+
+    def load_kernel(self) -> None:
+        pass
+
+    def retire(self) -> None:
+        self.retired = True
+
+    def run(self, leaves: Sequence, size: int, chunk_size: int | None = None) -> list[np.ndarray]:
+        compiled = self.compiled
+        STATS.array_calls += 1
+        arrays = [np.asarray(a) for a in leaves]
+        arrays = [a.astype(compiled.dtype) if a.dtype.kind == "f" and a.dtype != compiled.dtype else a for a in arrays]
+        if chunk_size is None or size <= chunk_size:
+            return compiled.batch_plan(self.batched, size).run(arrays)
+        parts = []
+        for start in range(0, size, chunk_size):
+            stop = min(size, start + chunk_size)
+            chunk = [a[start:stop] if flag else a for a, flag in zip(arrays, self.batched, strict=True)]
+            parts.append(compiled.batch_plan(self.batched, stop - start).run(chunk))
+        return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
+
+    def info(self) -> KernelInfo:
+        return self.compiled.info()
+
+    @property
+    def source(self) -> str:
+        return self.compiled.source
+
+    @property
+    def path(self):
+        return None
+
+    def llvm_ir(self) -> str:
+        return self.compiled.llvm_ir()

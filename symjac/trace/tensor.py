@@ -1,0 +1,1050 @@
+"""``TArray``: the traced array of the array tier.
+
+A ``TArray`` holds one node of ``ir/tensor.py`` (a whole array), so a trace
+records a few dozen array operations instead of one SymPy node per element.
+NumPy hands it every ufunc and array function; elementwise ones are built by
+the scalar tier's own rows applied to placeholders (the element function of
+a ``map``), and the rest by the table at the end of this module.
+
+What the array tier does not trace raises :class:`NotArrayTraceable`, and the
+runtime then builds the program on the scalar tier, which traces everything
+symjac supports (or explains why it cannot).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import string
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from .._errors import UnsupportedOperationError
+from ..ir import graph as g
+from ..ir import tensor as t
+from . import primitives  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
+from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row
+
+
+class NotArrayTraceable(UnsupportedOperationError):
+    """Something the array tier does not trace (the scalar tier then builds the program)."""
+
+
+_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("symjac_array_tier", default=False)
+
+
+@contextlib.contextmanager
+def active() -> Iterator[None]:
+    """The array tier is tracing: array constructors in traced code give TArrays."""
+    token = _ACTIVE.set(True)
+    try:
+        with t.building(), g.building():
+            yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def is_active() -> bool:
+    return _ACTIVE.get()
+
+
+def _refuse(what: str) -> NotArrayTraceable:
+    return NotArrayTraceable(f"the array tier does not trace {what}")
+
+
+class TArray:
+    """A traced whole array (see the module doc)."""
+
+    __slots__ = ("node", "viewed", "is_view")
+    __array_priority__ = 1001
+    __hash__ = None
+
+    def __init__(self, node: t.Node, is_view: bool = False):
+        self.node = node
+        self.viewed = False  # a view of it was taken: writing into it would not reach the view
+        self.is_view = is_view  # writing into it would not reach its base
+
+    shape = property(lambda self: self.node.shape)
+    ndim = property(lambda self: self.node.ndim)
+    size = property(lambda self: self.node.size)
+    dtype = property(lambda self: self.node.dtype)
+    T = property(lambda self: self.transpose())
+    real = property(lambda self: self)
+
+    def __repr__(self) -> str:
+        return f"TArray({self.node.op}, shape={self.shape}, dtype={self.dtype})"
+
+    def __len__(self) -> int:
+        if not self.ndim:
+            raise TypeError("len() of unsized object (a 0-d traced array)")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.ndim:
+            raise TypeError("iteration over a 0-d traced array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    # ----- NumPy protocols ------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get("out") is not None:
+            raise _refuse(f"np.{ufunc.__name__}(..., out=...)")
+        kwargs.pop("out", None)
+        if method == "__call__":
+            if ufunc is np.matmul:
+                return _matmul(*inputs, **kwargs)
+            if ufunc.signature is not None:
+                raise _refuse(f"the generalized ufunc np.{ufunc.__name__}")
+            row = UFUNCS.get(ufunc) or _late_row(ufunc)
+            if row is None:
+                raise _refuse(f"the ufunc {ufunc.__name__}")
+            return elementwise(row.build, inputs, kwargs)
+        if method == "reduce":
+            name = {"add": "sum", "maximum": "amax", "minimum": "amin"}.get(ufunc.__name__)
+            if name is not None:
+                return FUNCTIONS_T[name](*inputs, **kwargs)
+        if method == "at" and ufunc is np.add:
+            return _add_at(*inputs)
+        raise _refuse(f"np.{ufunc.__name__}.{method}")
+
+    def __array_function__(self, func, types, args, kwargs):
+        fn = _BY_FUNC.get(func)
+        if fn is None:
+            raise _refuse(f"np.{getattr(func, '__name__', func)}")
+        return fn(*args, **kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        value = _constant(self.node)
+        if value is not None:
+            return value if dtype is None else value.astype(dtype)
+        raise _refuse("a traced array converted to a NumPy array")
+
+    def __bool__(self):
+        value = _constant(self.node)
+        if value is not None:
+            return bool(value)
+        raise _refuse("Python control flow on a traced value")
+
+    def __float__(self):
+        value = _constant(self.node)
+        if value is not None:
+            return float(value)
+        raise _refuse("float() of a traced value")
+
+    def __index__(self):
+        raise _refuse("a traced value used as a Python integer")
+
+    __int__ = __index__
+
+    def item(self, *args):
+        value = _constant(self.node)
+        if value is not None:
+            return value.item(*args)
+        raise _refuse(".item() of a traced value")
+
+    # ----- indexing --------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        out = getitem(self, key)
+        self.viewed = self.viewed or out.is_view
+        return out
+
+    def __setitem__(self, key, value):
+        if self.is_view or self.viewed:
+            raise _refuse("assignment into an array that shares memory with a view")
+        self.node = setitem(self.node, key, value)
+
+    # ----- methods mirroring ndarray -----------------------------------------------------
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _reshape(self, shape, order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return _transpose(self, axes or None)
+
+    def ravel(self, order="C"):
+        return _reshape(self, (-1,), order)
+
+    def flatten(self, order="C"):
+        return TArray(_reshape(self, (-1,), order).node)
+
+    def copy(self, order="C"):
+        return TArray(self.node)
+
+    def astype(self, dtype, copy=True):
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise _refuse(f"astype({dtype})")
+        return TArray(t.cast(self.node, dtype))
+
+    def squeeze(self, axis=None):
+        return _squeeze(self, axis)
+
+    def swapaxes(self, a, b):
+        return _swapaxes(self, a, b)
+
+    def dot(self, other):
+        return _dot(self, other)
+
+    def clip(self, min=None, max=None):
+        return _elementwise_function("clip")(self, min, max)
+
+    def conj(self):
+        return self
+
+    conjugate = conj
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        return _sum(self, axis, dtype, out, keepdims, **kwargs)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        return _mean(self, axis, dtype, out, keepdims, **kwargs)
+
+    def max(self, axis=None, out=None, keepdims=False, **kwargs):
+        return _extremum("max")(self, axis, out, keepdims, **kwargs)
+
+    def min(self, axis=None, out=None, keepdims=False, **kwargs):
+        return _extremum("min")(self, axis, out, keepdims, **kwargs)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+        return _var(self, axis, dtype, out, ddof, keepdims, **kwargs)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+        return _std(self, axis, dtype, out, ddof, keepdims, **kwargs)
+
+    def trace(self, offset=0, axis1=0, axis2=1):
+        return _trace(self, offset, axis1, axis2)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return _diagonal(self, offset, axis1, axis2)
+
+
+def _operator(ufunc: np.ufunc, reflected: bool = False) -> Callable:
+    def op(self, other):
+        return ufunc(other, self) if reflected else ufunc(self, other)
+
+    return op
+
+
+for _dunder, _uf in {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "pow": np.power,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+}.items():
+    setattr(TArray, f"__{_dunder}__", _operator(_uf))
+    setattr(TArray, f"__r{_dunder}__", _operator(_uf, reflected=True))
+for _dunder, _uf in {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+                     "eq": np.equal, "ne": np.not_equal}.items():
+    setattr(TArray, f"__{_dunder}__", _operator(_uf))
+TArray.__neg__ = lambda self: np.negative(self)
+TArray.__pos__ = lambda self: self
+TArray.__abs__ = lambda self: np.absolute(self)
+TArray.__invert__ = lambda self: np.invert(self)
+TArray.__matmul__ = lambda self, other: _matmul(self, other)
+TArray.__rmatmul__ = lambda self, other: _matmul(other, self)
+
+
+# ----- operands -------------------------------------------------------------------------------
+
+
+def _constant(n: t.Node) -> np.ndarray | None:
+    if n.op == "const":
+        return n.param.value
+    if n.op == "fill":
+        return np.full(n.shape, n.param[0], dtype=n.dtype)
+    return None
+
+
+def as_node(value) -> t.Node:
+    """An operand as a node (constants become ``const``/``fill`` nodes)."""
+    if isinstance(value, TArray):
+        return value.node
+    if isinstance(value, SymArray):
+        raise _refuse("a scalar-tier array inside an array-tier trace")
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, TArray) for v in _flat(value)):
+            return _stack_nested(value)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise _refuse(f"a constant of dtype {arr.dtype}")
+    return t.const(arr)
+
+
+def _flat(value):
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _flat(v)
+    else:
+        yield value
+
+
+def _stack_nested(value) -> t.Node:
+    if isinstance(value, (list, tuple)):
+        parts = [_stack_nested(v) for v in value]
+        dtype = np.result_type(*(p.dtype for p in parts))
+        shape = parts[0].shape
+        if any(p.shape != shape for p in parts):
+            raise _refuse("a ragged nested list")
+        return t.concat([t.reshape(t.cast(p, dtype), (1,) + shape) for p in parts], 0)
+    return as_node(value)
+
+
+def is_tarray(value) -> bool:
+    return isinstance(value, TArray) or (isinstance(value, (list, tuple)) and any(isinstance(v, TArray) for v in _flat(value)))
+
+
+def _scalar_operand(value):
+    """A Python or NumPy scalar that joins an element function as a constant (None otherwise)."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return np.asarray(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        return value
+    return None
+
+
+# ----- elementwise ----------------------------------------------------------------------------
+
+
+def elementwise(build: Callable, inputs: Sequence, kwargs: dict) -> TArray:
+    """A scalar-tier row's ``build`` applied over whole arrays: one ``map``."""
+    operands: list[t.Node] = []
+    placeholders = []
+    shapes = []
+    for value in inputs:
+        scalar = _scalar_operand(value)
+        if scalar is not None:
+            placeholders.append(scalar)
+            continue
+        n = as_node(value)
+        shapes.append(n.shape)
+        if n.op == "fill":  # a uniform array: its value joins the element function
+            placeholders.append(np.asarray(n.param[0], dtype=n.dtype))
+            continue
+        elems = np.empty((), dtype=object)
+        elems[()] = t.PH[len(operands)]
+        placeholders.append(SymArray(elems, n.dtype))
+        operands.append(n)
+    shape = t.broadcast_shape(*shapes)
+    result = build(*placeholders, **kwargs)
+    if isinstance(result, tuple):
+        raise _refuse("an elementwise function with several results")
+    if not isinstance(result, SymArray):
+        result = SymArray(np.asarray(result, dtype=object), np.asarray(result).dtype) if np.ndim(result) == 0 \
+            else None
+        if result is None:
+            raise _refuse("an elementwise function with an array result")
+    if result.ndim:
+        raise _refuse("an elementwise function whose element result is an array")
+    expr = result.elems[()]
+    dtype = result.dtype
+    if not isinstance(expr, g.sp.Basic):
+        expr = g.const(expr)
+    if dtype.kind in "iu" and not (expr in t.PH_INDEX and operands[t.PH_INDEX[expr]].dtype == dtype):
+        raise _refuse("integer arithmetic")
+    return TArray(t.map_(expr, operands, dtype, shape))
+
+
+def _elementwise_function(name: str) -> Callable:
+    """An elementwise NumPy function (``np.where``, ``np.clip``) by its scalar-tier row."""
+    row = next(r for r in FUNCTIONS.values() if r.name == name)
+
+    def build(*args, **kwargs):
+        return elementwise(row.build, args, kwargs)
+
+    return build
+
+
+def _add_at(target, indices, values=None):
+    if not isinstance(target, TArray):
+        raise _refuse("np.add.at into a concrete array")
+    if target.is_view or target.viewed:
+        raise _refuse("np.add.at into an array that shares memory with a view")
+    index_nodes, axis = _advanced_key(target.node, indices if isinstance(indices, tuple) else (indices,))
+    if index_nodes is None:
+        raise _refuse("np.add.at with a basic index")
+    region = t.gather(target.node, index_nodes, axis).shape
+    v = t.broadcast_to(t.cast(as_node(values), target.dtype), region)
+    target.node = t.add(target.node, t.scatter(v, index_nodes, axis, target.shape))
+
+
+# ----- indexing -------------------------------------------------------------------------------
+
+
+def _expand_key(key, ndim: int) -> list:
+    parts = list(key) if isinstance(key, tuple) else [key]
+    if sum(p is Ellipsis for p in parts) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for p in parts if p is not None and p is not Ellipsis and not _is_bool_mask(p))
+    used += sum(np.ndim(p) for p in parts if _is_bool_mask(p))
+    if Ellipsis in [p if p is Ellipsis else None for p in parts]:
+        k = next(i for i, p in enumerate(parts) if p is Ellipsis)
+        parts[k : k + 1] = [slice(None)] * (ndim - used)
+    else:
+        parts += [slice(None)] * (ndim - used)
+    return parts
+
+
+def _is_bool_mask(p) -> bool:
+    return isinstance(p, np.ndarray) and p.dtype == bool or (isinstance(p, TArray) and p.dtype == bool)
+
+
+def _basic(p) -> bool:
+    return p is None or isinstance(p, slice) or (isinstance(p, (int, np.integer)) and not isinstance(p, bool))
+
+
+def getitem(x: TArray, key) -> TArray:
+    n = x.node
+    parts = _expand_key(key, n.ndim)
+    if all(_basic(p) for p in parts):
+        slices, shape, axis = [], [], 0
+        for p in parts:
+            if p is None:
+                shape.append(1)
+                continue
+            size = n.shape[axis]
+            if isinstance(p, slice):
+                slices.append(p)
+                shape.append(len(range(*p.indices(size))))
+            else:
+                i = int(p)
+                if not -size <= i < size:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+                i %= size
+                slices.append(slice(i, i + 1))
+            axis += 1
+        out = t.reshape(t.slice_(n, t.window_of(n.shape, slices)), tuple(shape))
+        return TArray(out, is_view=True)
+    index_nodes, axis = _advanced_key(n, tuple(parts))
+    if index_nodes is None:
+        raise _refuse("this index")
+    return TArray(t.gather(n, index_nodes, axis))
+
+
+def _advanced_key(n: t.Node, parts: tuple):
+    """``(index nodes, axis)`` of a gather for a key of adjacent integer arrays
+    (constant or traced) between full slices; ``(None, 0)`` for a key without
+    integer arrays."""
+    parts = list(_expand_key(parts, n.ndim))
+    if any(p is None for p in parts):
+        raise _refuse("np.newaxis together with integer-array indexing")
+    # boolean masks become the integer arrays of their true entries (constants only)
+    expanded = []
+    for p in parts:
+        if isinstance(p, np.ndarray) and p.dtype == bool:
+            expanded.extend(np.nonzero(p))
+        elif isinstance(p, TArray) and p.dtype == bool:
+            raise _refuse("indexing with a traced boolean mask (its shape depends on values)")
+        else:
+            expanded.append(p)
+    parts = expanded
+    advanced = [k for k, p in enumerate(parts) if not isinstance(p, slice)]
+    if not advanced:
+        return None, 0
+    if any(isinstance(parts[k], slice) and parts[k] != slice(None) for k in range(len(parts))):
+        raise _refuse("slices beside integer-array indexing")
+    index_nodes = []
+    for k in advanced:
+        p = parts[k]
+        if isinstance(p, TArray):
+            if p.dtype.kind not in "iu":
+                raise IndexError("arrays used as indices must be of integer (or boolean) type")
+            index_nodes.append(p.node)
+            continue
+        arr = np.asarray(p)
+        if arr.dtype.kind not in "iu":
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        size = n.shape[k]
+        if arr.size and (arr.max() >= size or arr.min() < -size):
+            raise IndexError(f"index {int(arr.max() if arr.max() >= size else arr.min())} is out of bounds "
+                             f"for axis {k} with size {size}")
+        index_nodes.append(t.const(np.where(arr < 0, arr + size, arr).astype(np.int64)))
+    contiguous = advanced == list(range(advanced[0], advanced[-1] + 1))
+    if not contiguous:
+        raise _refuse("integer-array indices that are not adjacent")
+    return index_nodes, advanced[0]
+
+
+def setitem(n: t.Node, key, value) -> t.Node:
+    parts = _expand_key(key, n.ndim)
+    v = as_node(value)
+    if all(_basic(p) for p in parts) and not any(p is None for p in parts):
+        slices, keep = [], []
+        for axis, p in enumerate(parts):
+            size = n.shape[axis]
+            if isinstance(p, slice):
+                slices.append(p)
+                keep.append(True)
+            else:
+                i = int(p)
+                if not -size <= i < size:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+                i %= size
+                slices.append(slice(i, i + 1))
+                keep.append(False)
+        win = t.window_of(n.shape, slices)
+        region = tuple(c for c, k in zip(win.shape, keep, strict=True) if k)
+        v = t.broadcast_to(t.cast(v, n.dtype), region)
+        return t.update(n, win, t.reshape(v, win.shape))
+    index_nodes, axis = _advanced_key(n, tuple(parts))
+    if index_nodes is None or any(i.op not in ("const", "fill") for i in index_nodes):
+        raise _refuse("assignment through traced integer indices")
+    # constant positions: a mask of them, and the values scattered there (each position once)
+    positions = np.zeros(n.shape, dtype=np.int64)
+    key_arrays = [np.asarray(_constant(i)) for i in index_nodes]
+    full = (slice(None),) * axis
+    np.add.at(positions, full + tuple(key_arrays), 1)
+    if positions.max(initial=0) > 1:
+        raise _refuse("assignment that writes one position twice")
+    region = t.gather(n, index_nodes, axis).shape
+    v = t.broadcast_to(t.cast(v, n.dtype), region)
+    scattered = t.scatter(v, index_nodes, axis, n.shape)
+    if scattered is None:
+        scattered = t.zeros(n.shape, n.dtype)
+    mask = t.const(positions.astype(bool))
+    return t.map_(g.select([(t.PH[1], t.PH[0]), (t.PH[2], g.TRUE)]), [mask, scattered, n], n.dtype, n.shape)
+
+
+# ----- structure ------------------------------------------------------------------------------
+
+
+def _as_t(x) -> TArray:
+    return x if isinstance(x, TArray) else TArray(as_node(x))
+
+
+def _reshape(x, shape, order="C"):
+    if order != "C":
+        raise _refuse(f"reshape(order={order!r})")
+    x = _as_t(x)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if list(shape).count(-1) == 1:
+        known = math.prod(n for n in shape if n != -1)
+        shape = tuple(x.size // known if n == -1 and known else n for n in shape)
+    if math.prod(shape) != x.size:
+        raise ValueError(f"cannot reshape array of size {x.size} into shape {shape}")
+    out = TArray(t.reshape(x.node, shape), is_view=True)
+    x.viewed = True
+    return out
+
+
+def _transpose(x, axes=None):
+    x = _as_t(x)
+    axes = list(range(x.ndim))[::-1] if axes is None else [int(a) for a in axes]
+    out = TArray(t.transpose(x.node, axes), is_view=True)
+    x.viewed = True
+    return out
+
+
+def _swapaxes(x, a, b):
+    x = _as_t(x)
+    axes = list(range(x.ndim))
+    axes[a], axes[b] = axes[b], axes[a]
+    return _transpose(x, axes)
+
+
+def _moveaxis(x, source, destination):
+    x = _as_t(x)
+    src = [s % x.ndim for s in ([source] if isinstance(source, int) else source)]
+    dst = [d % x.ndim for d in ([destination] if isinstance(destination, int) else destination)]
+    order = [k for k in range(x.ndim) if k not in src]
+    for d, s in sorted(zip(dst, src, strict=True)):
+        order.insert(d, s)
+    return _transpose(x, order)
+
+
+def _squeeze(x, axis=None):
+    x = _as_t(x)
+    if axis is None:
+        shape = tuple(n for n in x.shape if n != 1)
+    else:
+        axes = {a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
+        if any(x.shape[a] != 1 for a in axes):
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
+        shape = tuple(n for k, n in enumerate(x.shape) if k not in axes)
+    return _reshape(x, shape)
+
+
+def _expand_dims(x, axis):
+    x = _as_t(x)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    ndim = x.ndim + len(axes)
+    axes = {a % ndim for a in axes}
+    it = iter(x.shape)
+    return _reshape(x, tuple(1 if k in axes else next(it) for k in range(ndim)))
+
+
+def _atleast(n_dims: int):
+    """``np.atleast_1d`` / ``np.atleast_2d``: missing axes of length 1 in front."""
+
+    def build(*arys):
+        outs = []
+        for a in arys:
+            a = _as_t(a)
+            if a.ndim < n_dims:
+                a = _reshape(a, (1,) * (n_dims - a.ndim) + a.shape)
+            outs.append(a)
+        return outs[0] if len(outs) == 1 else outs
+
+    return build
+
+
+def _broadcast_to(x, shape, subok=False):
+    x = _as_t(x)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return TArray(t.broadcast_to(x.node, shape), is_view=True)
+
+
+def _concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
+    if out is not None:
+        raise _refuse("np.concatenate(..., out=...)")
+    nodes = [as_node(a) for a in arrays]
+    if axis is None:
+        nodes, axis = [t.reshape(n, (n.size,)) for n in nodes], 0
+    if not nodes:
+        raise ValueError("need at least one array to concatenate")
+    ndim = nodes[0].ndim
+    if ndim == 0:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    axis %= ndim
+    for n in nodes:
+        if n.ndim != ndim or n.shape[:axis] + n.shape[axis + 1:] != nodes[0].shape[:axis] + nodes[0].shape[axis + 1:]:
+            raise ValueError("all the input array dimensions except for the concatenation axis must match exactly")
+    dtype = np.dtype(dtype) if dtype is not None else np.result_type(*(n.dtype for n in nodes))
+    return TArray(t.concat([t.cast(n, dtype) for n in nodes], axis))
+
+
+def _stack(arrays, axis=0, out=None, dtype=None, casting=None):
+    nodes = [as_node(a) for a in arrays]
+    if not nodes:
+        raise ValueError("need at least one array to stack")
+    shape = nodes[0].shape
+    if any(n.shape != shape for n in nodes):
+        raise ValueError("all input arrays must have the same shape")
+    axis %= len(shape) + 1
+    new = shape[:axis] + (1,) + shape[axis:]
+    return _concatenate([TArray(t.reshape(n, new)) for n in nodes], axis, dtype=dtype)
+
+
+def _hstack(tup, dtype=None, casting=None):
+    arrs = [_as_t(a) for a in tup]
+    return _concatenate(arrs, 0 if arrs[0].ndim == 1 else 1, dtype=dtype)
+
+
+def _vstack(tup, dtype=None, casting=None):
+    arrs = [_atleast(2)(a) for a in tup]
+    return _concatenate(arrs, 0, dtype=dtype)
+
+
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    if out is not None or mode != "raise":
+        raise _refuse("np.take(..., out=/mode=)")
+    x = _as_t(a)
+    if axis is None:
+        x, axis = _reshape(x, (-1,)), 0
+    axis %= x.ndim
+    return getitem(x, (slice(None),) * axis + (indices,))
+
+
+# ----- reductions -----------------------------------------------------------------------------
+
+
+def _axes(axis, ndim: int) -> tuple:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise np.exceptions.AxisError(a, ndim)
+    return tuple(sorted({int(a) % max(ndim, 1) for a in axes})) if ndim else ()
+
+
+def _keep(out: t.Node, shape: tuple, axes: tuple, keepdims: bool) -> TArray:
+    if keepdims:
+        out = t.reshape(out, tuple(1 if k in axes else n for k, n in enumerate(shape)))
+    return TArray(out)
+
+
+def _check_kwargs(name, kwargs, out=None):
+    bad = [k for k, v in kwargs.items() if v is not None and k not in ("initial",)]
+    if out is not None or bad or kwargs.get("initial") is not None:
+        raise _refuse(f"np.{name} with {(['out'] if out is not None else []) + bad + (['initial'] if kwargs.get('initial') is not None else [])}")
+
+
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, where=None, **kwargs):
+    _check_kwargs("sum", {**kwargs, "where": where}, out)
+    x = _as_t(a)
+    axes = _axes(axis, x.ndim)
+    rdt = np.dtype(dtype) if dtype is not None else (np.dtype(np.int64) if x.dtype == bool else x.dtype)
+    if rdt.kind != "f":
+        raise _refuse("a sum of integers")
+    return _keep(t.sum_axes(t.cast(x.node, rdt), axes), x.shape, axes, keepdims)
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None, **kwargs):
+    _check_kwargs("mean", {**kwargs, "where": where}, out)
+    x = _as_t(a)
+    axes = _axes(axis, x.ndim)
+    rdt = np.dtype(dtype) if dtype is not None else (x.dtype if x.dtype.kind == "f" else np.dtype(np.float64))
+    count = math.prod(x.shape[k] for k in axes)
+    total = t.sum_axes(t.cast(x.node, rdt), axes)
+    mean = t.apply(lambda s: g.exact_div(s, g.sp.Integer(count)), [total], rdt)
+    return _keep(mean, x.shape, axes, keepdims)
+
+
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None, **kwargs):
+    _check_kwargs("var", {**kwargs, "where": where, "mean": mean}, out)
+    x = _as_t(a)
+    axes = _axes(axis, x.ndim)
+    rdt = np.dtype(dtype) if dtype is not None else (x.dtype if x.dtype.kind == "f" else np.dtype(np.float64))
+    m = _mean(x, axes, rdt, keepdims=True)
+    d = np.subtract(x, m)
+    total = t.sum_axes(t.apply(lambda e: g.exact_mul(e, e), [d.node], rdt), axes)
+    count = math.prod(x.shape[k] for k in axes) - ddof
+    var = t.apply(lambda s: g.exact_div(s, g.const(float(max(count, 0)))), [total], rdt)
+    return _keep(var, x.shape, axes, keepdims)
+
+
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
+
+
+def _extremum(kind: str):
+    def build(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        _check_kwargs(f"{kind}", {"initial": initial, "where": where}, out)
+        x = _as_t(a)
+        axes = _axes(axis, x.ndim)
+        if x.size == 0:
+            raise ValueError(f"zero-size array to reduction operation {'maximum' if kind == 'max' else 'minimum'} "
+                             "which has no identity")
+        return _keep(t.reduce_(x.node, kind, axes), x.shape, axes, keepdims)
+
+    return build
+
+
+def _norm(x, ord=None, axis=None, keepdims=False):
+    x = _as_t(x)
+    if ord not in (None, 2, "fro") or (axis is None and x.ndim > 2) or (ord == 2 and (axis is None and x.ndim == 2)):
+        raise _refuse(f"np.linalg.norm(ord={ord!r})")
+    return np.sqrt(_sum(np.multiply(x, x), axis=axis, keepdims=keepdims))
+
+
+# ----- products -------------------------------------------------------------------------------
+
+
+def _float_operands(*xs):
+    nodes = [as_node(x) for x in xs]
+    dtype = np.result_type(*(n.dtype for n in nodes))
+    if dtype.kind != "f":
+        raise _refuse("a product of integer arrays")
+    return [t.cast(n, dtype) for n in nodes], dtype
+
+
+def _matmul(a, b, **kwargs):
+    if any(v is not None for k, v in kwargs.items() if k not in ("dtype", "casting", "order", "subok")):
+        raise _refuse("np.matmul with out=/axes=")
+    (x, y), dtype = _float_operands(a, b)
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError("matmul: Input operand does not have enough dimensions")
+    x_matrix, y_matrix = x.ndim > 1, y.ndim > 1
+    kx = x.shape[-1]
+    ky = y.shape[-2] if y_matrix else y.shape[0]
+    if kx != ky:
+        raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0 (size {ky} "
+                         f"is different from {kx})")
+    xb, yb = x.shape[:-2], y.shape[:-2]
+    batch = t.broadcast_shape(xb, yb)
+    nb = len(batch)
+    bl = string.ascii_letters[:nb]
+    i, k, j = string.ascii_letters[nb : nb + 3]
+
+    def stack(n, lead):
+        """The operand's stack axes as batch letters (size-1 axes that broadcast dropped)."""
+        off = nb - len(lead)
+        drop = [q for q in range(len(lead)) if lead[q] == 1 and batch[off + q] != 1]
+        letters = "".join(bl[off + q] for q in range(len(lead)) if q not in drop)
+        if drop:
+            n = t.reshape(n, tuple(m for q, m in enumerate(n.shape) if q not in drop))
+        return n, letters
+
+    x, sx = stack(x, xb)
+    y, sy = stack(y, yb)
+    sub_x = sx + (i + k if x_matrix else k)
+    sub_y = sy + (k + j if y_matrix else k)
+    out = bl + (i if x_matrix else "") + (j if y_matrix else "")
+    return TArray(_product([x, y], [sub_x, sub_y], out, dtype))
+
+
+def _dot(a, b, out=None):
+    if out is not None:
+        raise _refuse("np.dot(..., out=)")
+    (x, y), dtype = _float_operands(a, b)
+    if x.ndim == 0 or y.ndim == 0:
+        return np.multiply(TArray(x), TArray(y))
+    if y.ndim == 1:
+        return _tensordot(TArray(x), TArray(y), ([-1], [0]))
+    return _tensordot(TArray(x), TArray(y), ([-1], [-2]))
+
+
+def _product(nodes, subs, out, dtype):
+    result = t.einsum(nodes, subs, out, dtype=dtype)
+    if result is None:
+        sizes = {}
+        for n, s in zip(nodes, subs, strict=True):
+            sizes.update(zip(s, n.shape, strict=True))
+        result = t.zeros(tuple(sizes[c] for c in out), dtype)
+    return result
+
+
+def _tensordot(a, b, axes=2):
+    (x, y), dtype = _float_operands(a, b)
+    if isinstance(axes, (int, np.integer)):
+        ax = list(range(x.ndim - axes, x.ndim)), list(range(axes))
+    else:
+        ax_a, ax_b = axes
+        ax = ([ax_a] if isinstance(ax_a, int) else list(ax_a)), ([ax_b] if isinstance(ax_b, int) else list(ax_b))
+    ax_a = [a % x.ndim for a in ax[0]]
+    ax_b = [b % y.ndim for b in ax[1]]
+    if len(ax_a) != len(ax_b):
+        raise ValueError("shape-mismatch for sum")
+    letters = iter(string.ascii_letters)
+    sx = [next(letters) for _ in range(x.ndim)]
+    sy = [next(letters) for _ in range(y.ndim)]
+    for p, q in zip(ax_a, ax_b, strict=True):
+        if x.shape[p] != y.shape[q]:
+            raise ValueError("shape-mismatch for sum")
+        sy[q] = sx[p]
+    out = [c for k, c in enumerate(sx) if k not in ax_a] + [c for k, c in enumerate(sy) if k not in ax_b]
+    return TArray(_product([x, y], ["".join(sx), "".join(sy)], "".join(out), dtype))
+
+
+def _outer(a, b, out=None):
+    (x, y), dtype = _float_operands(a, b)
+    x, y = t.reshape(x, (x.size,)), t.reshape(y, (y.size,))
+    return TArray(_product([x, y], ["a", "b"], "ab", dtype))
+
+
+def _inner(a, b):
+    (x, y), dtype = _float_operands(a, b)
+    if x.ndim == 0 or y.ndim == 0:
+        return np.multiply(TArray(x), TArray(y))
+    return _tensordot(TArray(x), TArray(y), ([-1], [-1]))
+
+
+def _vdot(a, b):
+    (x, y), dtype = _float_operands(a, b)
+    return _tensordot(TArray(t.reshape(x, (x.size,))), TArray(t.reshape(y, (y.size,))), ([0], [0]))
+
+
+def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    if out is not None or not isinstance(subscripts, str) or "." in subscripts:
+        raise _refuse("this np.einsum form")
+    nodes, dtype = _float_operands(*operands)
+    spec = subscripts.replace(" ", "")
+    if "->" in spec:
+        ins, result = spec.split("->")
+    else:
+        ins = spec
+        counts = {c: ins.count(c) for c in ins if c != ","}
+        result = "".join(sorted(c for c, n in counts.items() if n == 1))
+    subs = ins.split(",")
+    if len(subs) != len(nodes):
+        raise ValueError("more operands provided to einstein sum function than specified in the subscripts string")
+    # pairwise, each time the pair whose product is smallest
+    nodes, subs = list(nodes), list(subs)
+    while len(nodes) > 2:
+        best = None
+        for p in range(len(nodes)):
+            for q in range(p + 1, len(nodes)):
+                rest = set("".join(s for k, s in enumerate(subs) if k not in (p, q)) + result)
+                keep = "".join(dict.fromkeys(c for c in subs[p] + subs[q] if c in rest))
+                size = math.prod(dict(zip(subs[p] + subs[q], nodes[p].shape + nodes[q].shape, strict=True))[c]
+                                 for c in keep)
+                if best is None or size < best[0]:
+                    best = (size, p, q, keep)
+        _, p, q, keep = best
+        merged = _product([nodes[p], nodes[q]], [subs[p], subs[q]], keep, dtype)
+        nodes = [n for k, n in enumerate(nodes) if k not in (p, q)] + [merged]
+        subs = [s for k, s in enumerate(subs) if k not in (p, q)] + [keep]
+    return TArray(_product(nodes, subs, result, dtype))
+
+
+def _multi_dot(arrays, *, out=None):
+    result = arrays[0]
+    for a in arrays[1:]:
+        result = _dot(result, a)
+    return result
+
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    return _sum(_diagonal(a, offset, axis1, axis2), axis=-1)
+
+
+def _diagonal(a, offset=0, axis1=0, axis2=1):
+    x = _as_t(a)
+    if offset:
+        raise _refuse("diagonal(offset=...)")
+    a1, a2 = axis1 % x.ndim, axis2 % x.ndim
+    chars = list(string.ascii_letters[: x.ndim])
+    chars[a2] = chars[a1]
+    rest = "".join(c for k, c in enumerate(chars) if k not in (a1, a2))
+    if x.shape[a1] != x.shape[a2]:
+        raise _refuse("the diagonal of a non-square pair of axes")
+    return TArray(t.einsum([x.node], ["".join(chars)], rest + chars[a1]))
+
+
+# ----- constructors on traced values ----------------------------------------------------------
+
+
+def _like(fill_value):
+    def build(a, dtype=None, order="K", subok=True, shape=None):
+        x = _as_t(a)
+        dtype = np.dtype(dtype) if dtype is not None else x.dtype
+        shape = x.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+        return TArray(t.fill(fill_value, shape, dtype))
+
+    return build
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    x = _as_t(a)
+    shape = x.shape if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+    dtype = np.dtype(dtype) if dtype is not None else x.dtype
+    if isinstance(fill_value, TArray):
+        return TArray(t.broadcast_to(t.cast(fill_value.node, dtype), shape))
+    return TArray(t.fill(fill_value, shape, dtype))
+
+
+def array(obj, dtype=None, copy=True, **kwargs) -> TArray:
+    """``np.array`` / ``np.asarray`` of traced values (nested lists stack)."""
+    n = as_node(obj)
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise _refuse(f"np.array(..., dtype={dtype})")
+        n = t.cast(n, dtype)
+    if isinstance(obj, TArray) and not copy:
+        return obj
+    return TArray(n)
+
+
+def constant(value: np.ndarray) -> TArray:
+    """A floating array made in traced code: a (writable) traced constant."""
+    return TArray(t.const(value))
+
+
+def _traceable(value):
+    """A concrete NumPy result as array-tier code sees it: floating arrays are traced constants."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and type(value) is np.ndarray:
+        return constant(value)
+    return value
+
+
+def _made(np_func):
+    def build(*args, **kwargs):
+        return _traceable(np_func(*args, **kwargs))
+
+    return build
+
+
+def _full(shape, fill_value, dtype=None, order="C", **kwargs):
+    if not is_tarray(fill_value):
+        return _traceable(np.full(shape, fill_value, dtype=dtype, order=order, **kwargs))
+    fill = as_node(fill_value)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return TArray(t.broadcast_to(t.cast(fill, np.dtype(dtype) if dtype is not None else fill.dtype), shape))
+
+
+def _like_any(name, fill):
+    def build(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
+        if is_tarray(a):
+            return _like(fill)(a, dtype=dtype, shape=shape)
+        return _traceable(np.full_like(np.asarray(a), fill, dtype=dtype, order=order, subok=False, shape=shape))
+
+    return build
+
+
+def _full_like_any(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    if is_tarray(a) or is_tarray(fill_value):
+        return _full_like(_as_t(a), fill_value, dtype=dtype, shape=shape)
+    return _traceable(np.full_like(a, fill_value, dtype=dtype, order=order, subok=False, shape=shape))
+
+
+def _copy_any(a, order="K", subok=False):
+    if is_tarray(a):
+        return TArray(as_node(a))
+    return _traceable(np.array(a, order=order, copy=True))
+
+
+def _array_any(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    if not is_tarray(obj):
+        made = np.array(obj, dtype=dtype, copy=copy, order=order, ndmin=ndmin)
+        return made if made is obj else _traceable(made)
+    out = array(obj, dtype, copy=copy)
+    if ndmin > out.ndim:
+        out = TArray(t.reshape(out.node, (1,) * (ndmin - out.ndim) + out.shape))
+    return out
+
+
+def _asarray_any(a, dtype=None, order=None, *, like=None, **kwargs):
+    if isinstance(a, np.ndarray) and a.dtype != object:
+        return np.asarray(a, dtype=dtype, order=order, **kwargs)
+    if not is_tarray(a):
+        return _traceable(np.asarray(a, dtype=dtype, order=order, **kwargs))
+    return array(a, dtype, copy=False)
+
+
+#: the array constructors traced code sees while the array tier traces (see ``creation.py``)
+CONSTRUCTORS = {
+    "zeros": _made(np.zeros), "ones": _made(np.ones), "eye": _made(np.eye), "identity": _made(np.identity),
+    "empty": lambda shape, dtype=float, order="C", **kw: _traceable(np.zeros(shape, dtype=dtype, order=order, **kw)),
+    "full": _full, "zeros_like": _like_any("zeros_like", 0), "ones_like": _like_any("ones_like", 1),
+    "empty_like": _like_any("empty_like", 0), "full_like": _full_like_any, "copy": _copy_any,
+    "array": _array_any, "asarray": _asarray_any, "asanyarray": _asarray_any,
+    "ascontiguousarray": lambda a, dtype=None, *, like=None: _asarray_any(a, dtype=dtype),
+}
+
+
+# ----- the table --------------------------------------------------------------------------------
+
+FUNCTIONS_T: dict[str, Callable] = {
+    "sum": _sum, "mean": _mean, "var": _var, "std": _std, "amax": _extremum("max"), "amin": _extremum("min"),
+}
+
+_BY_FUNC: dict = {
+    np.sum: _sum, np.mean: _mean, np.var: _var, np.std: _std,
+    np.max: _extremum("max"), np.amax: _extremum("max"), np.min: _extremum("min"), np.amin: _extremum("min"),
+    np.linalg.norm: _norm,
+    np.matmul: _matmul, np.dot: _dot, np.tensordot: _tensordot, np.outer: _outer, np.inner: _inner,
+    np.vdot: _vdot, np.einsum: _einsum, np.linalg.multi_dot: _multi_dot, np.trace: _trace,
+    np.diagonal: _diagonal,
+    np.reshape: lambda a, shape=None, order="C", **kw: _reshape(a, shape if shape is not None else kw["newshape"], order),
+    np.ravel: lambda a, order="C": _reshape(a, (-1,), order),
+    np.transpose: lambda a, axes=None: _transpose(a, axes), np.swapaxes: _swapaxes, np.moveaxis: _moveaxis,
+    np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.broadcast_to: _broadcast_to,
+    np.atleast_1d: _atleast(1), np.atleast_2d: _atleast(2),
+    np.concatenate: _concatenate, np.stack: _stack, np.hstack: _hstack, np.vstack: _vstack,
+    np.take: _take, np.copy: lambda a, order="K", subok=False: TArray(_as_t(a).node),
+    np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0), np.full_like: _full_like,
+    np.array: array, np.asarray: lambda a, dtype=None, order=None, **kw: array(a, dtype, copy=False),
+    np.shape: lambda a: _as_t(a).shape, np.ndim: lambda a: _as_t(a).ndim, np.size: lambda a, axis=None: (
+        _as_t(a).size if axis is None else _as_t(a).shape[axis]),
+}
+# elementwise functions by their scalar-tier rows
+for _name, _func in {"where": np.where, "clip": np.clip, "nan_to_num": np.nan_to_num, "round": np.round,
+                     "around": np.around, "sinc": np.sinc, "real": np.real, "conj": np.conj,
+                     "conjugate": np.conjugate, "isclose": np.isclose}.items():
+    _row_name = {"around": "round", "conjugate": "conj"}.get(_name, _name)
+    if any(r.name == _row_name for r in FUNCTIONS.values()):
+        _BY_FUNC[_func] = _elementwise_function(_row_name)
+_WHERE = _BY_FUNC[np.where]
+_BY_FUNC[np.where] = lambda condition, *xy: _WHERE(condition, *xy) if len(xy) == 2 else (_ for _ in ()).throw(
+    _refuse("np.where with one argument (its shape depends on values)"))
+
+del _name, _func, _row_name

@@ -1,0 +1,296 @@
+"""The array tier against the scalar tier, finite differences and autograd.
+
+Every case runs each product on both tiers (``sj.using_tier``) and compares:
+the scalar tier is the reference (tested for years against SymPy, autograd
+and finite differences), and the array tier must agree to rounding (its
+matrix products sum in BLAS's order).  The cases cover every array
+operation and both derivative modes, plus the finite-difference checker run
+on the array tier itself.
+"""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac.ir import tensor as t
+from symjac.runtime import dispatch
+from symjac.testing import check_grads
+
+RNG = np.random.default_rng(3)
+W = RNG.normal(size=(5, 4))
+V = RNG.normal(size=(3, 5))
+b = RNG.normal(size=5)
+
+
+def _x(*shape):
+    return RNG.uniform(0.3, 1.4, size=shape)
+
+
+# (name, function, arguments): vector-valued and scalar functions of every operation
+CASES = [
+    ("mlp", lambda x: V @ np.tanh(W @ x + b), (_x(4),)),
+    ("matmul_left", lambda x: np.sin(x @ W.T) * 2.0, (_x(4),)),
+    ("matrix_input", lambda A: np.tanh(A @ W) .sum(axis=0), (_x(3, 5),)),
+    ("einsum", lambda A: np.einsum("ij,jk,k->i", A, W, np.cos(A[0, :4])), (_x(2, 5),)),
+    ("tensordot", lambda A: np.tensordot(A, A, axes=([1], [1])).ravel() ** 2, (_x(3, 2),)),
+    ("outer_trace", lambda x: np.outer(x, np.exp(x)).trace() * np.outer(x, x).sum(axis=1), (_x(3),)),
+    ("diagonal", lambda A: np.diagonal(A @ A.T) + A[:, 0], (_x(3, 3),)),
+    ("broadcast", lambda x: (x[:, None] * np.log(x)[None, :] + x).ravel(), (_x(3),)),
+    ("reductions", lambda A: np.concatenate([A.sum(axis=0), A.mean(axis=1), [A.var(), A.std(axis=0).sum()]]),
+     (_x(3, 4),)),
+    ("max_min", lambda A: np.concatenate([A.max(axis=1), np.min(A, axis=0) * 2.0, [np.max(A)]]), (_x(3, 4),)),
+    ("slices", lambda x: np.concatenate([x[1:] - x[:-1], x[::2] * x[-1], x[[0, 2, 2]]]), (_x(5),)),
+    ("reshape_transpose", lambda A: (A.reshape(2, 6).T @ np.ones(2)) * A.ravel()[::-2], (_x(3, 4),)),
+    ("stack", lambda x: np.stack([x, x**2, np.sqrt(x)], axis=1).ravel(), (_x(3),)),
+    ("where_maximum", lambda x: np.where(x < 1.0, x**2, np.sqrt(x)) + np.maximum(x, 0.8) + np.clip(x, 0.5, 1.0),
+     (_x(6),)),
+    ("setitem", lambda x: _setitem(x), (_x(4),)),
+    ("softmax", lambda x: np.exp(x - x.max()) / np.sum(np.exp(x - x.max())), (_x(5),)),
+    ("logsumexp_loss", lambda x: np.log(np.sum(np.exp(W @ x))) - (W @ x)[2], (_x(4),)),
+    ("norm", lambda x: np.linalg.norm(x) * x, (_x(3),)),
+    ("two_outputs", lambda x: (np.sin(x) * x[0], np.sum(x**3)), (_x(3),)),
+    ("scalar_of_matrix", lambda A: np.sum(np.tanh(A @ A.T)) + np.sum(A**3), (_x(3, 2),)),
+]
+
+
+def _setitem(x):
+    out = np.zeros(6)
+    out[1:5] = np.sin(x)
+    out[0] = x[0] * x[3]
+    out[5] = x.sum()
+    return out
+
+
+def _both(T, *args):
+    with sj.using_tier("scalar"):
+        expected = T(*args)
+    with sj.using_tier("array"):
+        got = T(*args)
+        info = T.info(*args)
+    assert info.tier == "array", info.why
+    return expected, got
+
+
+def _close(expected, got):
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected)
+        for e, g in zip(expected, got, strict=True):
+            _close(e, g)
+        return
+    expected, got = np.asarray(expected), np.asarray(got)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-11, atol=1e-12)
+
+
+def _scalar(name, f, args):
+    out = f(*args)
+    return not isinstance(out, tuple) and np.ndim(out) == 0
+
+
+@pytest.mark.parametrize("name, f, args", CASES, ids=[c[0] for c in CASES])
+def test_first_order_products_agree_with_the_scalar_tier(name, f, args):
+    x = args[0]
+    out = f(*args)
+    _close(*_both(sj.jit(f), *args))
+    _close(*_both(sj.jacobian(f), *args))
+    _close(*_both(sj.jvp(f), *args, RNG.normal(size=x.shape)))
+    u = tuple(RNG.normal(size=np.shape(o)) for o in out) if isinstance(out, tuple) else RNG.normal(size=np.shape(out))
+    _close(*_both(sj.vjp(f), *args, u))
+    if _scalar(name, f, args):
+        _close(*_both(sj.grad(f), *args))
+
+
+@pytest.mark.parametrize("name, f, args", [c for c in CASES if _scalar(*c)] + [
+    ("sum_of_mlp", lambda x: np.sum(V @ np.tanh(W @ x + b)), (_x(4),)),
+    ("sum_where", lambda x: np.sum(np.where(x < 1.0, x**3, np.sqrt(x)) * x[0]), (_x(5),)),
+], ids=lambda c: c if isinstance(c, str) else "")
+def test_second_order_products_agree_with_the_scalar_tier(name, f, args):
+    x = args[0]
+    _close(*_both(sj.hessian(f), *args))
+    _close(*_both(sj.hvp(f), *args, RNG.normal(size=x.shape)))
+    if x.ndim == 1:
+        _close(*_both(sj.laplacian(f), *args))
+
+
+def test_vector_second_order_and_divergence():
+    f = lambda x: np.tanh(W[:4] @ x) * x  # noqa: E731
+    x = _x(4)
+    _close(*_both(sj.hessian(f), x))
+    _close(*_both(sj.divergence(f), x))
+    _close(*_both(sj.jacobian(sj.jacobian(f)), x))
+    _close(*_both(sj.jacobian(sj.grad(lambda y: np.sum(f(y) ** 2))), x))
+
+
+@pytest.mark.parametrize("name, f, args", CASES, ids=[c[0] for c in CASES])
+def test_the_finite_difference_checker_passes_on_the_array_tier(name, f, args):
+    with sj.using_tier("array"):
+        check_grads(f, args, order=1)
+
+
+def test_argnums_tuples_and_static_arguments():
+    def f(x, A, k):
+        return np.tanh(A @ x) ** k + x.sum()
+
+    x, A = _x(4), W.copy()
+    for T in (sj.jacobian(f, argnums=(0, 1), static_argnums=2), sj.grad(lambda x, A: np.sum(f(x, A, 2)), argnums=(0, 1))):
+        args = (x, A, 2) if T.n_params == 3 else (x, A)
+        _close(*_both(T, *args))
+
+
+def test_against_autograd_on_a_classifier():
+    ag = pytest.importorskip("autograd")
+    anp = pytest.importorskip("autograd.numpy")
+    W1, W2 = RNG.normal(size=(16, 8)), RNG.normal(size=(3, 16))
+    X = RNG.normal(size=(20, 8))
+    onehot = np.eye(3)[RNG.integers(0, 3, 20)]
+
+    def loss(w1, npx):
+        h = npx.tanh(X @ w1.T)
+        z = h @ W2.T
+        z = z - npx.max(z, axis=1, keepdims=True)
+        logp = z - npx.log(npx.sum(npx.exp(z), axis=1, keepdims=True))
+        return -npx.sum(logp * onehot) / 20
+
+    expected = ag.grad(lambda w: loss(w, anp))(W1)
+    with sj.using_tier("array"):
+        got = sj.grad(lambda w: loss(w, np))(W1)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
+
+
+# ----- run-time integer indices --------------------------------------------------------------------
+
+
+def _nll(W1, X, y):
+    z = X @ W1
+    logp = z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
+    return -np.mean(logp[np.arange(X.shape[0]), y])
+
+
+def test_labels_passed_at_run_time_are_gathered_on_the_array_tier():
+    X, W1 = RNG.normal(size=(12, 5)), RNG.normal(size=(5, 4))
+    g = sj.grad(_nll)
+    for _ in range(3):  # new labels, the same program
+        y = RNG.integers(0, 4, 12)
+        onehot = np.eye(4)[y]
+        expected = X.T @ (np.exp(X @ W1) / np.exp(X @ W1).sum(axis=1, keepdims=True) - onehot) / 12
+        np.testing.assert_allclose(g(W1, X, y), expected, rtol=1e-12, atol=1e-14)
+    info = g.info(W1, X, y)
+    assert info.tier == "array" and "does not trace" in info.why
+    assert sj.cache_info().misses >= 1
+    with sj.using_tier("array"):
+        check_grads(_nll, (W1, X, y), order=2)
+
+
+def test_run_time_indices_under_vmap_and_out_of_range():
+    X, W1 = RNG.normal(size=(6, 5)), RNG.normal(size=(5, 4))
+
+    def per_sample(w, x, label):
+        z = x @ w
+        return np.log(np.sum(np.exp(z))) - z[label]
+
+    y = RNG.integers(0, 4, 6)
+    got = sj.vmap(sj.grad(per_sample), in_axes=(None, 0, 0))(W1, X, y)
+    with sj.using_tier("scalar"):
+        for i in range(6):
+            expected = sj.grad(lambda w, x, k=int(y[i]): np.log(np.sum(np.exp(x @ w))) - (x @ w)[k])(W1, X[i])
+            np.testing.assert_allclose(got[i], expected, rtol=1e-12, atol=1e-14)
+    with pytest.raises(IndexError):
+        sj.grad(_nll)(W1, X, np.full(6, 7))
+
+
+# ----- what the array tier builds -------------------------------------------------------------------
+
+
+def _program(T, *args):
+    with sj.using_tier("array"):
+        return dispatch.compiled_for(T.request, args)
+
+
+def test_identities_are_renamed_away_not_multiplied():
+    """A Jacobian batches a JVP or VJP over an identity; the identity meets every
+    product as renamed indices, so the program has no identity left in it."""
+    A = RNG.normal(size=(30, 20))
+    program = _program(sj.jacobian(lambda x: np.tanh(A @ x) * 2.0), _x(20))
+    nodes = t.topo_order(program.outputs)
+    assert not any(n.op == "einsum" and not n.args for n in nodes)
+    assert max(n.size for n in nodes) <= 30 * 20
+    # the Hessian of a logistic loss is Xᵀ diag(s) X: no (n, n) diagonal is formed
+    X = RNG.normal(size=(200, 5))
+    program = _program(sj.hessian(lambda w: np.sum(np.logaddexp(0.0, -(X @ w)))), _x(5))
+    assert max(n.size for n in t.topo_order(program.outputs)) <= 200 * 5
+
+
+def test_diagonal_placements_inline_into_products():
+    x = t.input_(0, "x", (3,), np.float64)
+    M = t.input_(1, "M", (3, 4), np.float64)
+    eye = t.identity((3,), np.float64)
+    assert t.einsum([eye, M], ["ij", "jk"], "ik") is M
+    diag = t.einsum([x], ["i"], "ii")
+    product = t.einsum([diag, M], ["ij", "jk"], "ik")
+    assert product.args == (x, M) and product.param.subs == ("a", "ab")
+
+
+def test_where_and_sqrt_keep_the_branch_derivative_on_the_array_tier():
+    f = lambda x: np.where(x < 1.0, x, np.sqrt(x))  # noqa: E731
+    x = np.array([0.0, 0.5, 4.0])
+    with sj.using_tier("array"):
+        np.testing.assert_array_equal(sj.jacobian(f)(x), np.diag([1.0, 1.0, 0.25]))
+        np.testing.assert_array_equal(sj.grad(lambda x: np.sum(f(x)))(x), [1.0, 1.0, 0.25])
+
+
+def test_auto_builds_array_sized_functions_on_the_array_tier():
+    A = RNG.normal(size=(150, 150))
+    f = lambda x: np.tanh(A @ x)  # noqa: E731
+    J = sj.jacobian(f)
+    x = _x(150)
+    result = J(x)
+    info = J.info(x)
+    assert info.tier == "array" and "array-sized" in info.why, info
+    small = sj.jacobian(lambda x: np.tanh(A[:3, :3] @ x))
+    assert small.info(x[:3]).tier in ("kernel", "tape") and "small" in small.info(x[:3]).why
+    with sj.using_tier("scalar"):
+        pass  # (the scalar tier's 45,000-node build is the slow path this tier replaces)
+    h = 1e-6
+    fd = (f(x + h * np.eye(150)[7]) - f(x - h * np.eye(150)[7])) / (2 * h)
+    np.testing.assert_allclose(result[:, 7], fd, rtol=1e-6, atol=1e-8)
+
+
+def test_per_sample_jacobians_of_an_array_program():
+    W1, W2 = RNG.normal(size=(8, 6)), RNG.normal(size=(3, 8))
+    f = lambda x: W2 @ np.tanh(W1 @ x)  # noqa: E731
+    X = RNG.normal(size=(7, 6))
+    with sj.using_tier("array"):
+        got = sj.vmap(sj.jacobian(f))(X)
+        lap = sj.vmap(sj.laplacian(lambda x: np.sum(f(x) ** 2)))(X)
+        chunked = sj.vmap(sj.jacobian(f), chunk_size=3)(X)
+    with sj.using_tier("scalar"):
+        for i in range(7):
+            np.testing.assert_allclose(got[i], sj.jacobian(f)(X[i]), rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(lap[i], sj.laplacian(lambda x: np.sum(f(x) ** 2))(X[i]), rtol=1e-11)
+    np.testing.assert_array_equal(chunked, got)
+
+
+def test_results_are_fresh_arrays():
+    f = lambda x: x  # noqa: E731
+    x = _x(3)
+    with sj.using_tier("array"):
+        y = sj.jit(f)(x)
+        y[0] = 99.0
+        assert x[0] != 99.0
+        J = sj.jacobian(f)(x)
+        J[0, 0] = 5.0
+        np.testing.assert_array_equal(sj.jacobian(f)(x), np.eye(3))
+
+
+def test_float32_stays_float32():
+    f = lambda x: np.tanh(W.astype(np.float32) @ x)  # noqa: E731
+    x = _x(4).astype(np.float32)
+    expected, got = _both(sj.jacobian(f), x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_source_shows_the_array_steps():
+    with sj.using_tier("array"):
+        text = sj.jacobian(lambda x: np.tanh(W @ x)).source(_x(4))
+    assert "np.einsum" in text and "tanh" in text and "def jacobian_of_lambda_f64(x)" in text
