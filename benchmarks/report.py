@@ -329,6 +329,8 @@ def render(rows: list[dict], targets: dict, problems: list, quick: bool, elapsed
         out += ["", "## SciPy: a stiff reaction-diffusion system with BDF", "",
                 "Whole `solve_ivp(method='BDF')` wall time with each Jacobian provider, build included "
                 "(`benchmarks/brusselator.py`).", "", targets["brusselator"]]
+    if targets.get("arrays"):  # benchmarks/arrays.py's section, rendered there
+        out += ["", targets["arrays"].rstrip("\n")]
     out += ["", "## All problems and products", "", MATRIX_HELP, ""]
     out += matrix_section(rows, problems)
     return "\n".join(out) + "\n"

@@ -1,6 +1,6 @@
 """Run the whole benchmark suite and regenerate ``benchmarks/RESULTS.md``.
 
-    python -m benchmarks.run            # full run (≈ 20 minutes on 2 cores)
+    python -m benchmarks.run            # full run (≈ 20 minutes on 2 cores, the array-tier section ≈ 6 of them)
     python -m benchmarks.run --quick    # partial run (≈ 2 minutes), report in benchmarks/raw/quick/
 
 Each system runs in a child process of its own (fresh imports, fresh caches);
@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import brusselator, matrix, report, targets
+from . import arrays, brusselator, matrix, report, targets
 from .adapters import ORDER
 from .problems import all_problems
 
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (≈ 2 minutes)")
     parser.add_argument("--adapters", default=",".join(ORDER), help="comma-separated systems to run")
     parser.add_argument("--no-targets", action="store_true", help="skip the targets section")
+    parser.add_argument("--no-arrays", action="store_true", help="skip the array-tier section (symjac vs JAX)")
     parser.add_argument("--out", type=Path, help="where to write the report")
     parser.add_argument("--concurrent", action="store_true",
                         help="measure the targets alongside the matrix (faster; both compete for the cores)")
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         rows = [json.loads(line) for line in (raw / "matrix.jsonl").read_text().splitlines() if line.strip()]
         results = json.loads((raw / "targets.json").read_text()) if (raw / "targets.json").exists() \
             else collect_targets(raw)
+        if (raw / "arrays.jsonl").exists():
+            results["arrays"] = arrays.section(arrays.load(raw))
         out.write_text(report.render(rows, results, all_problems(a.quick), a.quick, results.get("elapsed_s", 0.0)))
         print(f"wrote {out}")
         return
@@ -143,6 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     if not a.no_targets:
         print("SciPy: Brusselator with BDF")
         results["brusselator"] = brusselator.table(200 if a.quick else 1000, 1 if a.quick else 3)
+    if not a.no_arrays and "symjac" in adapters:
+        print("array tier against JAX jit" + (" (quick: the smallest size of each row)" if a.quick else ""))
+        systems = ("symjac", "jax") if "jax" in adapters and arrays.jax_installed() else ("symjac",)
+        results["arrays"] = arrays.section(arrays.run_section(raw, a.quick, systems))
     results["concurrent"] = a.concurrent
     results["elapsed_s"] = time.perf_counter() - start
     (raw / "targets.json").write_text(json.dumps(results, indent=1))

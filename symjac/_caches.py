@@ -67,9 +67,10 @@ def set_tier(choice: str) -> None:
 
     * ``"auto"`` (default): the *scalar tier* (SymPy scalars, compiled
       kernels of 1-2 µs a call) traces the function first; a function whose
-      trace passes 20,000 scalar nodes (array-sized: a dense layer of width
-      100, an elementwise function of 10,000 values), or that indexes by
-      integer arrays passed at run time, is built on the *array tier* instead
+      trace passes 20,000 scalar nodes (an elementwise function of 10,000
+      values) or 2,000 multiply-adds in matrix products (dense layers of
+      width 32 and more), or that indexes by integer arrays passed at run
+      time, is built on the *array tier* instead
       (arrays stay whole: matrix products, NumPy steps).  Sparse results and
       what the array tier does not trace stay on the scalar tier.  Such a
       function's code runs twice while it is traced.

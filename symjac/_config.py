@@ -77,6 +77,10 @@ TIERS = ("auto", "scalar", "array")
 #: function (its kernels run small programs in 1-2 µs a call, but build at ~30 µs a node,
 #: derivatives included)
 ARRAY_THRESHOLD = 20_000
+#: "auto": so does a scalar trace whose contractions (dense layers) pass this many multiply-adds:
+#: the array tier runs them as matrix products (an MLP 8-32-32-4 has 1,400 and stays scalar;
+#: a tanh network of width 32 has 2,100, whose Laplacian the scalar tier builds in seconds)
+ARRAY_PRODUCTS = 2_000
 
 _tier = os.environ.get("SYMJAC_TIER", "auto")
 if _tier not in TIERS:

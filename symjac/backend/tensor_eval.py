@@ -148,50 +148,70 @@ def element_function(body: t.Body, dtype):
 # ----- products ---------------------------------------------------------------------------------
 
 
-def _unary_plan(sub: str, out: str, sizes: dict, shape):
-    """``einsum(sub -> out)`` of one array, ``out`` possibly with broadcast or repeated letters."""
+def _compose(*fns):
+    """``fns`` applied in order (None entries are no-ops); None if all are."""
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return None
+    if len(fns) == 1:
+        return fns[0]
+    if len(fns) == 2:
+        f, g_ = fns
+        return lambda x: g_(f(x))
+    return lambda x: _apply_all(fns, x)
+
+
+def _apply_all(fns, x):
+    for f in fns:
+        x = f(x)
+    return x
+
+
+def _unary_plan(sub: str, out: str, sizes: dict):
+    """``einsum(sub -> out)`` of one array (None if it is the array itself);
+    ``out`` may have broadcast or repeated letters."""
     unique = "".join(dict.fromkeys(out))
     present = "".join(c for c in unique if c in sub)
     placed = len(unique) != len(out)
     ushape = tuple(sizes[c] for c in unique)
-    summed = [k for k, c in enumerate(sub) if c not in present]
-    plain_sum = len(set(sub)) == len(sub) and [c for c in sub if c in present] == list(present)
-    if plain_sum:
-        def core(x):
-            return x.sum(axis=tuple(summed)) if summed else x
-    elif len(set(sub)) == len(sub) and not summed:
+    summed = tuple(k for k, c in enumerate(sub) if c not in present)
+    distinct = len(set(sub)) == len(sub)
+    if distinct and [c for c in sub if c in present] == list(present):
+        core = (lambda x: x.sum(axis=summed)) if summed else None
+    elif distinct and not summed:
         perm = [sub.index(c) for c in present]
-
-        def core(x):
-            return x.transpose(perm)
+        core = lambda x: x.transpose(perm)  # noqa: E731
     else:
         spec = f"{sub}->{present}"
-
-        def core(x):
-            return np.einsum(spec, x)
-
+        core = lambda x: np.einsum(spec, x)  # noqa: E731
+    spread = None
     if present != unique:
         mid = tuple(sizes[c] if c in present else 1 for c in unique)
-
-        def spread(x):
-            return np.broadcast_to(x.reshape(mid), ushape)
-    else:
-        spread = None
+        spread = lambda x: np.broadcast_to(x.reshape(mid), ushape)  # noqa: E731
+    place = None
     if placed:
         diag = f"{out}->{unique}"
         oshape = tuple(sizes[c] for c in out)
 
-        def run(x):
-            y = core(x)
-            if spread is not None:
-                y = spread(y)
+        def place(y):
             z = np.zeros(oshape, dtype=y.dtype)
             np.einsum(diag, z)[...] = y
             return z
-        return run
-    if spread is not None:
-        return lambda x: spread(core(x))
-    return core
+    return _compose(core, spread, place)
+
+
+def _arranged(sub: str, order: str, sizes: dict, shape: tuple):
+    """An operand with letters ``sub`` (distinct, all in ``order``) laid out
+    along ``order`` with length-1 axes for the letters it lacks (None: as it is)."""
+    mine = [c for c in order if c in sub]
+    perm = [sub.index(c) for c in mine]
+    target = tuple(sizes[c] if c in sub else 1 for c in order)
+    steps = []
+    if perm != list(range(len(sub))):
+        steps.append(lambda x: x.transpose(perm))
+    if target != tuple(sizes[c] for c in mine):
+        steps.append(lambda x: x.reshape(target))
+    return _compose(*steps)
 
 
 def _binary_plan(ein: t.Ein, shapes):
@@ -201,62 +221,68 @@ def _binary_plan(ein: t.Ein, shapes):
     if ein.safe:
         # the guarded product at full size, then summed / placed as one array
         letters = "".join(dict.fromkeys(a_sub + b_sub))
-        pa = _unary_plan(a_sub, letters, sizes, shapes[0])
-        pb = _unary_plan(b_sub, letters, sizes, shapes[1])
-        rest = _unary_plan(letters, out, sizes, None)
+        pa = _unary_plan(a_sub, letters, sizes) or (lambda x: x)
+        pb = _unary_plan(b_sub, letters, sizes) or (lambda x: x)
+        rest = _unary_plan(letters, out, sizes) or (lambda x: x)
 
         def run(a, b):
             x, y = pa(a), pb(b)
-            with np.errstate(all="ignore"):
-                prod = np.where(x == 0, np.zeros((), x.dtype), x * y)
+            prod = np.where(x == 0, np.zeros((), x.dtype), x * y)
             return rest(prod)
         return run
     in_a, in_b = set(a_sub), set(b_sub)
-    # letters of one operand only, not in the output: summed first
+    # letters of one operand only, not in the output: summed first (and diagonals taken)
     a_keep = "".join(dict.fromkeys(c for c in a_sub if c in in_b or c in out))
     b_keep = "".join(dict.fromkeys(c for c in b_sub if c in in_a or c in out))
-    pa = _unary_plan(a_sub, a_keep, sizes, shapes[0])
-    pb = _unary_plan(b_sub, b_keep, sizes, shapes[1])
-    batch = "".join(c for c in a_keep if c in b_keep and c in out)
+    pa = _unary_plan(a_sub, a_keep, sizes)
+    pb = _unary_plan(b_sub, b_keep, sizes)
     contracted = "".join(c for c in a_keep if c in b_keep and c not in out)
+    unique = "".join(dict.fromkeys(out))
+    if not contracted:
+        # a broadcasting product, laid out in the output's order
+        order = "".join(c for c in unique if c in a_keep or c in b_keep)
+        fa = _compose(pa, _arranged(a_keep, order, sizes, None)) or (lambda x: x)
+        fb = _compose(pb, _arranged(b_keep, order, sizes, None)) or (lambda x: x)
+        finish = _unary_plan(order, out, sizes)
+        if finish is None:
+            return lambda a, b: np.multiply(fa(a), fb(b))
+        return lambda a, b: finish(np.multiply(fa(a), fb(b)))
+    batch = "".join(c for c in a_keep if c in b_keep and c in out)
     free_a = "".join(c for c in a_keep if c not in b_keep)
     free_b = "".join(c for c in b_keep if c not in a_keep)
-    n = {c: sizes[c] for c in sizes}
     prod = math.prod
-    result_letters = batch + free_a + free_b
-    finish = _unary_plan(result_letters, out, sizes, None)
-    if not contracted:
-        # a broadcasting product
-        perm_a = [a_keep.index(c) for c in batch + free_a]
-        perm_b = [b_keep.index(c) for c in batch + free_b]
-        shape_a = tuple(n[c] for c in batch + free_a) + (1,) * len(free_b)
-        shape_b = tuple(n[c] for c in batch) + (1,) * len(free_a) + tuple(n[c] for c in free_b)
+    nb, nfa, nfb, nk = (prod(sizes[c] for c in s) for s in (batch, free_a, free_b, contracted))
+    # a matrix product: (batch, free_a, contracted) @ (batch, contracted, free_b), vectors kept 1-d
+    shape_a = ((nb,) if batch else ()) + ((nfa,) if free_a else ()) + (nk,)
+    shape_b = ((nb,) if batch else ()) + (nk,) + ((nfb,) if free_b else ())
+    if batch and not free_a:
+        shape_a = (nb, 1, nk)
+    if batch and not free_b:
+        shape_b = (nb, nk, 1)
+    fa = _compose(pa, _arranged(a_keep, batch + free_a + contracted, sizes, None),
+                  _reshaped(tuple(sizes[c] for c in batch + free_a + contracted), shape_a))
+    fb = _compose(pb, _arranged(b_keep, batch + contracted + free_b, sizes, None),
+                  _reshaped(tuple(sizes[c] for c in batch + contracted + free_b), shape_b))
+    result = batch + free_a + free_b
+    result_shape = tuple(sizes[c] for c in result)
+    finish = _compose(lambda r: r.reshape(result_shape), _unary_plan(result, out, sizes))
+    fa = fa or (lambda x: x)
+    fb = fb or (lambda x: x)
+    return lambda a, b: finish(np.matmul(fa(a), fb(b)))
 
-        def run(a, b):
-            return finish(np.multiply(pa(a).transpose(perm_a).reshape(shape_a), pb(b).transpose(perm_b).reshape(shape_b)))
-        return run
-    perm_a = [a_keep.index(c) for c in batch + free_a + contracted]
-    perm_b = [b_keep.index(c) for c in batch + contracted + free_b]
-    nb, nfa, nfb, nk = (prod(n[c] for c in s) for s in (batch, free_a, free_b, contracted))
-    mat_a = (nb, nfa, nk) if batch else (nfa, nk)
-    mat_b = (nb, nk, nfb) if batch else (nk, nfb)
-    result_shape = tuple(n[c] for c in result_letters)
 
-    def run(a, b):
-        x = pa(a).transpose(perm_a).reshape(mat_a)
-        y = pb(b).transpose(perm_b).reshape(mat_b)
-        return finish(np.matmul(x, y).reshape(result_shape))
-    return run
+def _reshaped(have: tuple, want: tuple):
+    return None if have == want else (lambda x: x.reshape(want))
 
 
 def einsum_function(ein: t.Ein, shapes: list, dtype):
     sizes = ein.size_of()
     if not ein.subs:  # an identity (or a placed constant)
-        value = _unary_plan("", ein.out, sizes, ())(np.ones((), dtype=dtype))
+        value = (_unary_plan("", ein.out, sizes) or (lambda x: x))(np.ones((), dtype=dtype))
         value.flags.writeable = False
         return lambda: value
     if len(ein.subs) == 1:
-        return _unary_plan(ein.subs[0], ein.out, sizes, shapes[0])
+        return _unary_plan(ein.subs[0], ein.out, sizes) or (lambda x: x)
     return _binary_plan(ein, shapes)
 
 
@@ -319,7 +345,12 @@ def _is_view(n: t.Node) -> bool:
 
 
 class Plan:
-    """An array program as NumPy steps: ``run(leaves) -> results``."""
+    """An array program as NumPy steps: ``run(leaves) -> results``.
+
+    Nodes that depend only on constants are computed once, here."""
+
+    #: constant results larger than this many entries are computed on every run instead
+    FOLD_LIMIT = 1 << 22
 
     def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype):
         self.dtype = np.dtype(dtype)
@@ -335,20 +366,29 @@ class Plan:
                 last_use[slot[a]] = slot[n]
         for o in outputs:
             last_use[slot[o]] = len(order)
-        for n in order:
-            k = slot[n]
-            if n.op == "input":
-                self.leaf_slots.append((n.param.index, k))
-            elif n.op == "const":
-                v = n.param.value
-                self.fixed.append((k, v if v.dtype.kind in "iub" else v.astype(self.dtype)))
-            elif n.op == "fill":
-                value = np.full((), n.param[0], dtype=self.dtype if n.dtype.kind == "f" else n.dtype)
-                self.fixed.append((k, np.broadcast_to(value, n.shape)))
-            else:
-                fn = self._function(n)
-                free = [slot[a] for a in set(n.args) if last_use.get(slot[a]) == k]
-                self.steps.append((fn, [slot[a] for a in n.args], k, free))
+        known: dict = {}  # node -> its value, for nodes of constants only
+        with np.errstate(all="ignore"):
+            for n in order:
+                k = slot[n]
+                if n.op == "input":
+                    self.leaf_slots.append((n.param.index, k))
+                    continue
+                if n.op == "const":
+                    v = n.param.value
+                    known[n] = v if v.dtype.kind in "iub" else v.astype(self.dtype)
+                elif n.op == "fill":
+                    value = np.full((), n.param[0], dtype=self.dtype if n.dtype.kind == "f" else n.dtype)
+                    known[n] = np.broadcast_to(value, n.shape)
+                elif all(a in known for a in n.args) and n.size <= self.FOLD_LIMIT:
+                    value = self._function(n)(*(known[a] for a in n.args))
+                    if isinstance(value, np.ndarray):
+                        value.flags.writeable = False
+                    known[n] = value
+                else:
+                    free = [slot[a] for a in set(n.args) if last_use.get(slot[a]) == k and a not in known]
+                    self.steps.append((self._function(n), [slot[a] for a in n.args], k, free))
+                    continue
+                self.fixed.append((k, known[n]))
         self.out_slots = [slot[o] for o in outputs]
         # a result that is (a view of) a leaf, a constant or another result is copied
         self.copy = []
@@ -357,7 +397,7 @@ class Plan:
             origin = o
             while _is_view(origin):
                 origin = origin.args[0]
-            self.copy.append(not origin.args or origin in origins or _is_view(o))
+            self.copy.append(not origin.args or origin in known or origin in origins or _is_view(o))
             origins.add(origin)
         self.n_leaves = n_leaves
         self.n_steps = len(self.steps)
@@ -365,22 +405,9 @@ class Plan:
     def _function(self, n: t.Node):
         op, p = n.op, n.param
         if op == "map":
-            fn = element_function(p, self.dtype)
-            shape = n.shape
-            cast = self.dtype if n.dtype.kind == "f" or n.dtype == bool else None
-            dtype = self.dtype
-
-            def run_map(*xs):
-                with np.errstate(all="ignore"):
-                    value = fn(*(x if x.dtype == dtype else x.astype(dtype) for x in xs))
-                value = np.asarray(value)
-                if value.shape != shape:
-                    value = np.broadcast_to(value, shape)
-                return value if cast is None or value.dtype == cast else value.astype(cast)
-            return run_map
+            return self._map(n)
         if op == "einsum":
-            fn = einsum_function(p, [a.shape for a in n.args], self.dtype)
-            return fn
+            return einsum_function(p, [a.shape for a in n.args], self.dtype)
         if op == "reshape":
             return lambda x: x.reshape(p)
         if op == "slice":
@@ -400,20 +427,40 @@ class Plan:
             return _reduce(*p)
         raise AssertionError(f"no evaluation for {op}")
 
+    def _map(self, n: t.Node):
+        fn = element_function(n.param, self.dtype)
+        dtype = self.dtype
+        # operands not already in the compute dtype: integer and boolean inputs and constants
+        convert = [k for k, a in enumerate(n.args) if a.dtype.kind != "f" and a.op in ("input", "const", "fill")]
+        spread = n.shape != t.broadcast_shape(*(a.shape for a in n.args))
+        shape = n.shape
+        if not convert and not spread:
+            return fn
+
+        def run(*xs):
+            if convert:
+                xs = list(xs)
+                for k in convert:
+                    xs[k] = xs[k].astype(dtype)
+            value = fn(*xs)
+            return np.broadcast_to(value, shape) if spread else value
+        return run
+
     def run(self, leaves: Sequence[np.ndarray]) -> list[np.ndarray]:
         values: list = [None] * self.n_slots
         for index, k in self.leaf_slots:
             values[k] = leaves[index]
         for k, v in self.fixed:
             values[k] = v
-        for fn, args, k, free in self.steps:
-            values[k] = fn(*[values[a] for a in args])
-            for f in free:
-                values[f] = None
+        with np.errstate(all="ignore"):
+            for fn, args, k, free in self.steps:
+                values[k] = fn(*[values[a] for a in args])
+                for f in free:
+                    values[f] = None
         out = []
         for k, copy in zip(self.out_slots, self.copy, strict=True):
-            v = values[k]
-            if copy or not v.flags.c_contiguous or v.dtype != self.dtype:
+            v = np.asarray(values[k])
+            if copy or not v.flags.c_contiguous or v.dtype != self.dtype or not v.flags.writeable:
                 v = np.array(v, dtype=self.dtype, order="C", copy=True)
             out.append(v)
         return out

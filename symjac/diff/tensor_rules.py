@@ -64,8 +64,20 @@ def _linear_terms(expr, marks: list):
     return out
 
 
-def _coefficient(expr, operands, dtype) -> t.Node:
-    """A map of ``expr`` over the operands it reads, with their broadcast shape."""
+def _reusing(expr, n: t.Node, operands: list) -> tuple:
+    """``expr`` reading the map ``n``'s own value where it recomputes ``n``'s element
+    function (``1 - tanh(z)**2`` reads ``tanh(z)``): ``(expr, operands + [n])``."""
+    body = n.param.expr
+    if body.is_Symbol or body not in g.topo_order([expr]):
+        return expr, operands
+    k = len(operands)
+    (expr,) = g.substitute([expr], {body: t.PH[k]})
+    return expr, operands + [n]
+
+
+def _coefficient(expr, n: t.Node, operands, dtype) -> t.Node:
+    """A map of ``expr`` over the operands it reads (and ``n`` itself), with their broadcast shape."""
+    expr, operands = _reusing(expr, n, operands)
     used = sorted(t.PH_INDEX[s] for s in g.free_leaves([expr]) if s in t.PH_INDEX)
     shape = t.broadcast_shape(*(operands[k].shape for k in used))
     return t.map_(expr, operands, dtype, shape)
@@ -105,11 +117,11 @@ def _map_jvp(n: t.Node, tangents: list) -> t.Node | None:
     dtype = _derivative_dtype(n)
     terms = _linear_terms(lin, marks)
     if terms is None:  # a select of tangents: one map over the operands and their tangents
-        return t.map_(lin, args + [tangents[i] for i in moving], dtype, n.shape)
+        return t.map_(*_reusing(lin, n, args + [tangents[i] for i in moving]), dtype, n.shape)
     total = []
     for (mark, kind), coef in terms.items():
         d = tangents[moving[marks.index(mark)]]
-        c = _coefficient(coef, args, dtype)
+        c = _coefficient(coef, n, args, dtype)
         pair = (d, c) if kind == "guard" else (c, d)
         total.append(_times(*pair, n.shape, n.shape, kind != "", dtype))
     return t.add(*total)
@@ -129,12 +141,12 @@ def _map_vjp(n: t.Node, ct: t.Node, guarded: bool) -> list:
         now_guarded = guarded or _has_guard(adj)
         terms = _linear_terms(adj, [u])
         if terms is None:
-            full = t.map_(adj, args + [ct], dtype, n.shape)
+            full = t.map_(*_reusing(adj, n, args + [ct]), dtype, n.shape)
             out[i] = (t.unbroadcast(full, shape), now_guarded)
             continue
         parts = []
         for (_, kind), coef in terms.items():
-            c = _coefficient(coef, args, dtype)
+            c = _coefficient(coef, n, args, dtype)
             pair = (ct, c) if kind != "guarded-by" else (c, ct)
             parts.append(_times(*pair, n.shape, shape, kind != "", dtype))
         out[i] = (t.add(*parts), now_guarded)

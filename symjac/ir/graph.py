@@ -107,17 +107,47 @@ class OverBudget(BaseException):  # noqa: N818 (a signal, not an error: not caug
     user's ``except Exception`` around traced code does not swallow it."""
 
 
-def set_budget(nodes: int | None) -> None:
+_PRODUCTS = ("products",)  # keys of the multiply-adds of contractions traced so far, and their budget
+_PRODUCT_BUDGET = ("product-budget",)
+
+
+def set_budget(nodes: int | None, products: int | None = None) -> None:
     """Stop this interning scope's trace with :class:`OverBudget` once it has
-    about ``nodes`` nodes (input symbols included); None: no budget."""
+    about ``nodes`` nodes (input symbols included), or once its contractions
+    (``@``, ``dot``, ``einsum``) have ``products`` multiply-adds; None: no budget."""
     table = _INTERN.get()
-    if table is not None:
-        if nodes is None:
-            table.pop(_BUDGET, None)
-        else:
-            table[_BUDGET] = nodes
-            if len(table) + table.get(_PLACEHOLDERS, 0) >= nodes:
-                raise OverBudget(nodes)
+    if table is None:
+        return
+    if nodes is None:
+        table.pop(_BUDGET, None)
+        table.pop(_PRODUCT_BUDGET, None)
+        return
+    table[_BUDGET] = nodes
+    if products is not None:
+        table[_PRODUCT_BUDGET] = products
+    if len(table) + table.get(_PLACEHOLDERS, 0) >= nodes:
+        raise OverBudget(nodes)
+
+
+def count_constants(n: int) -> None:
+    """Count ``n`` constants about to become SymPy numbers toward the scope's
+    node budget (a large constant array takes seconds to convert)."""
+    table = _INTERN.get()
+    budget = None if table is None else table.get(_BUDGET)
+    if budget is not None and n + len(table) + table.get(_PLACEHOLDERS, 0) >= budget:
+        raise OverBudget(budget)
+
+
+def count_products(n: int) -> None:
+    """Count ``n`` multiply-adds of a contraction toward the scope's budget
+    (dense layers are what the array tier runs as matrix products)."""
+    table = _INTERN.get()
+    if table is None:
+        return
+    total = table[_PRODUCTS] = table.get(_PRODUCTS, 0) + n
+    budget = table.get(_PRODUCT_BUDGET)
+    if budget is not None and total >= budget:
+        raise OverBudget(budget)
 
 
 def count_placeholders(n: int, what: str) -> None:

@@ -33,7 +33,7 @@ TAPE_WORK = 8_000_000
 CHECKED_BYTES = 256 * 2**20
 
 
-def _check_memory(size: int, per_sample: int) -> None:
+def check_memory(size: int, per_sample: int) -> None:
     """Refuse, before allocating, a batch whose outputs (``per_sample`` bytes a
     sample) cannot fit in the memory this process may still use."""
     need = size * per_sample
@@ -137,7 +137,7 @@ class BatchProgram(Kernel):
     def run(self, leaves: list, size: int, chunk_size: int | None) -> list[np.ndarray]:
         c = self.compiled
         dtype = c.dtype
-        _check_memory(size, self.bytes_per_sample)
+        check_memory(size, self.bytes_per_sample)
         if c._int_args:
             check_integers(c, leaves)
         # the batch kernel writes every entry (zeros included); the tape only the nonzeros

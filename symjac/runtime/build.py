@@ -134,12 +134,13 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
     budget = _config.ARRAY_THRESHOLD
     try:
         built = _program(request, args, budget)
-    except g.OverBudget:
+    except g.OverBudget as over:
         program_, why = array()
         if program_ is None:  # not traceable as whole arrays: the scalar tier, however large
             return _with_reason(_program(request, args), why)
-        program_.why = (f"array tier: the function is array-sized (its scalar trace passed {budget:,} nodes; "
-                        f"{program_.n_ops} array operations)")
+        passed = (f"{budget:,} nodes" if over.args[0] == budget
+                  else f"{_config.ARRAY_PRODUCTS:,} multiply-adds in products")
+        program_.why = f"array tier: the function is array-sized (its scalar trace passed {passed})"
         return program_, False
     except (UnsupportedOperationError, TracerConversionError) as exc:
         program_, _ = array()
@@ -147,7 +148,8 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
             raise
         program_.why = f"array tier: the scalar tier does not trace it ({str(exc).split('.')[0]})"
         return program_, False
-    return _with_reason(built, f"scalar tier: the function is small (its scalar trace stayed under {budget:,} nodes)")
+    return _with_reason(built, f"scalar tier: the function is small (its scalar trace stayed under {budget:,} "
+                               f"nodes and {_config.ARRAY_PRODUCTS:,} multiply-adds in products)")
 
 
 def _with_reason(built: tuple[Compiled, bool], why: str) -> tuple[Compiled, bool]:
@@ -158,7 +160,7 @@ def _with_reason(built: tuple[Compiled, bool], why: str) -> tuple[Compiled, bool
 def _program(request: Request, args: Sequence, budget: int | None = None) -> tuple[Compiled, bool]:
     """The scalar tier's program; ``budget`` bounds the trace's nodes (``g.OverBudget``)."""
     with tracing():
-        g.set_budget(budget)
+        g.set_budget(budget, None if budget is None else _config.ARRAY_PRODUCTS)
         partial, leaves = _trace(request, args)
         g.set_budget(None)
         # integer arguments are checked on every call against what this trace needs

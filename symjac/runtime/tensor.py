@@ -23,6 +23,7 @@ from ..diff import tensor as dt
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
 from ..trace import tensor as tt
+from . import batch as _batch
 from . import layout
 from .kernel import KernelInfo
 from .leaves import call_arguments
@@ -179,6 +180,8 @@ class TensorBatch:
 
     def run(self, leaves: Sequence, size: int, chunk_size: int | None = None) -> list[np.ndarray]:
         compiled = self.compiled
+        per_sample = sum(max(1, int(np.prod(s))) for s in compiled.out_shapes) * compiled.dtype.itemsize
+        _batch.check_memory(size, per_sample)
         STATS.array_calls += 1
         arrays = [np.asarray(a) for a in leaves]
         arrays = [a.astype(compiled.dtype) if a.dtype.kind == "f" and a.dtype != compiled.dtype else a for a in arrays]

@@ -182,6 +182,7 @@ def _dot_rows(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
     """C[i, j] = sum_k A[i, k] * B[k, j] for object matrices."""
     m, k = a_rows.shape
     n = b_cols.shape[1]
+    g.count_products(m * k * n)
     out = np.empty((m, n), dtype=object)
     for i in range(m):
         row = a_rows[i]
@@ -303,6 +304,7 @@ def einsum(subscripts: str, *operands) -> SymArray:
                         f"another{user_location()}. Check the subscripts against the operands' shapes."
                     )
     summed = [c for c in sizes if c not in output]
+    g.count_products(math.prod(sizes.values()))
     out = np.empty(tuple(sizes[c] for c in output), dtype=object)
     for oidx in np.ndindex(out.shape):
         env = dict(zip(output, oidx, strict=True))

@@ -442,6 +442,8 @@ _const_vec = np.frompyfunc(g.const, 1, 1)
 
 
 def _const_elems(arr: np.ndarray) -> np.ndarray:
+    if arr.size > 64:
+        g.count_constants(arr.size)
     out = _const_vec(arr)
     if not isinstance(out, np.ndarray):
         box = np.empty((), dtype=object)

@@ -1,0 +1,725 @@
+"""The array tier against JAX ``jit`` (issue 24): whole-array functions, float64, both cores.
+
+    python -m benchmarks.arrays            # this section alone (≈ 6 minutes), markdown on stdout
+    python -m benchmarks.arrays --quick    # the smallest size of each row (< 1 minute)
+
+Every function is written once as ``make(xp)`` against a NumPy-like module
+(NumPy for symjac, ``jax.numpy`` for JAX), using only ``@``, ``einsum``,
+elementwise math, ``sum``/``max`` with ``axis``/``keepdims``, slicing,
+integer-array indexing by constant index arrays, ``reshape``,
+``concatenate`` and broadcasting with ``None``.
+
+Per row and size:
+
+* **first**: time to the first result in a fresh child process (imports, JAX's
+  backend start and the inputs done before the timer; the timer spans building
+  the transform and its first call), three processes per system, the median.
+  symjac's children each get a fresh, empty ``SYMJAC_CACHE_DIR``.
+* **peak memory**: in the same children, ``ru_maxrss`` right before and right
+  after the first call; the increase (median of the three).
+* **steady**: symjac and JAX in one child process, timed side by side in
+  interleaved rounds (``timing.side_by_side``) after warm-up (symjac's
+  ``T.compile(*args)`` and ``sj.wait_for_kernels()`` first); before that, once,
+  untimed, the two results are compared (max |symjac − JAX| / max |JAX| per
+  output, must be ≤ 1e-8).
+
+Raw JSON lines go to ``benchmarks/raw/{full,quick}/arrays.jsonl`` (children's
+logs, and the head of the logistic-regression Hessian's source, to
+``arrays.log`` beside it); :func:`section` renders the markdown section that
+``benchmarks/run.py`` puts into ``RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy
+
+HERE = Path(__file__).resolve().parent
+FIRST_RUNS = 3  # fresh processes per system for the first-call time
+RTOL = 1e-8  # symjac and JAX must agree this closely
+
+
+# ----- the functions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One function at one size, with its inputs and both systems' transforms."""
+
+    make: Callable  # make(xp) -> the function
+    args: tuple  # NumPy inputs
+    symjac: Callable  # symjac(sj, f) -> the transform
+    jax: Callable  # jax(jax, jnp, f) -> the un-jitted JAX transform (jitted by the harness)
+
+
+def _rng(seed: int) -> numpy.random.Generator:
+    return numpy.random.default_rng(seed)
+
+
+def _mlp_weights(w: int, d: int, seed: int = 0) -> tuple:
+    r = _rng(seed)
+    return (r.standard_normal((w, d)) / numpy.sqrt(d), 0.1 * r.standard_normal(w),
+            r.standard_normal((w, w)) / numpy.sqrt(w), 0.1 * r.standard_normal(w),
+            r.standard_normal((10, w)) / numpy.sqrt(w))
+
+
+def _mlp_make(w: int):
+    weights = _mlp_weights(w, w)
+
+    def make(xp):
+        W1, b1, W2, b2, W3 = (xp.asarray(a) for a in weights)
+
+        def mlp(x):
+            h = xp.tanh(W1 @ x + b1)
+            h = xp.tanh(W2 @ h + b2)
+            return W3 @ h
+
+        return mlp
+
+    return make
+
+
+def mlp_jacobian(w: int) -> Case:
+    """MLP d→w→w→10 (d = w), tanh, weights as closure constants: the input Jacobian (10, d)."""
+    return Case(_mlp_make(w), (_rng(1).standard_normal(w),),
+                lambda sj, f: sj.jacobian(f), lambda jax, jnp, f: jax.jacrev(f))
+
+
+def mlp_batch(w: int, samples: int = 10_000) -> Case:
+    """The same MLP's input Jacobians, one per sample: (samples, 10, d)."""
+    return Case(_mlp_make(w), (_rng(2).standard_normal((samples, w)),),
+                lambda sj, f: sj.vmap(sj.jacobian(f)), lambda jax, jnp, f: jax.vmap(jax.jacrev(f)))
+
+
+def pinn_laplacian(w: int, points: int = 4096) -> Case:
+    """u(p) = tanh MLP 2→w→w→w→1, the Laplacian at each of ``points`` points."""
+    r = _rng(3)
+    weights = (r.standard_normal((w, 2)) / numpy.sqrt(2), 0.1 * r.standard_normal(w),
+               r.standard_normal((w, w)) / numpy.sqrt(w), 0.1 * r.standard_normal(w),
+               r.standard_normal((w, w)) / numpy.sqrt(w), 0.1 * r.standard_normal(w),
+               r.standard_normal((1, w)) / numpy.sqrt(w))
+
+    def make(xp):
+        W1, b1, W2, b2, W3, b3, W4 = (xp.asarray(a) for a in weights)
+
+        def u(p):
+            h = xp.tanh(W1 @ p + b1)
+            h = xp.tanh(W2 @ h + b2)
+            h = xp.tanh(W3 @ h + b3)
+            return (W4 @ h)[0]
+
+        return u
+
+    P = _rng(4).uniform(-1.0, 1.0, (points, 2))
+    return Case(make, (P,), lambda sj, f: sj.vmap(sj.laplacian(f)),
+                lambda jax, jnp, f: jax.vmap(lambda p: jnp.trace(jax.hessian(f)(p))))
+
+
+def gmm_index(d: int) -> numpy.ndarray:
+    """IDX (d*d,): 0 where (i, j) is not strictly lower, else 1 + the position of (i, j) in
+    icf[:, d:] (GradBench's packing: column by column, rows below the diagonal)."""
+    idx = numpy.zeros((d, d), dtype=numpy.int64)
+    k = 1
+    for j in range(d):
+        for i in range(j + 1, d):
+            idx[i, j] = k
+            k += 1
+    return idx.reshape(-1)
+
+
+def gmm_gradient(dk: tuple[int, int], n: int = 1000) -> Case:
+    """GMM negative log-likelihood (GradBench), its gradient w.r.t. (alphas, means, icf); the
+    points x are a fourth, undifferentiated argument."""
+    d, K = dk
+    IDX = gmm_index(d)
+    eye = numpy.eye(d)
+
+    def make(xp):
+        I = xp.asarray(eye)
+
+        def logsumexp(a, axis):  # keeps the axis (length 1)
+            m = xp.max(a, axis=axis, keepdims=True)
+            return m + xp.log(xp.sum(xp.exp(a - m), axis=axis, keepdims=True))
+
+        def gmm(alphas, means, icf, x):
+            logdiag = icf[:, :d]
+            L = xp.concatenate([xp.zeros((K, 1)), icf[:, d:]], axis=1)[:, IDX].reshape((K, d, d))
+            Q = L + xp.exp(logdiag)[:, :, None] * I
+            xc = x[:, None, :] - means[None]
+            Qx = xp.einsum("kij,nkj->nki", Q, xc)
+            main = alphas + xp.sum(logdiag, axis=1) - 0.5 * xp.sum(Qx ** 2, axis=2)
+            return (xp.sum(logsumexp(main, 1)) - n * xp.sum(logsumexp(alphas, 0))
+                    + 0.5 * xp.sum(xp.exp(logdiag) ** 2) + 0.5 * xp.sum(icf[:, d:] ** 2) - xp.sum(logdiag))
+
+        return gmm
+
+    r = _rng(5)
+    args = (r.standard_normal(K), r.standard_normal((K, d)), 0.1 * r.standard_normal((K, d + d * (d - 1) // 2)),
+            r.standard_normal((n, d)))
+    return Case(make, args, lambda sj, f: sj.grad(f, argnums=(0, 1, 2)),
+                lambda jax, jnp, f: jax.grad(f, argnums=(0, 1, 2)))
+
+
+def rosenbrock(N: int) -> Case:
+    """The extended Rosenbrock function of N variables, its gradient."""
+    def make(xp):
+        def rosenbrock(x):
+            return xp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+        return rosenbrock
+
+    return Case(make, (_rng(6).uniform(-2.0, 2.0, N),), lambda sj, f: sj.grad(f), lambda jax, jnp, f: jax.grad(f))
+
+
+def logreg_hessian(d: int, m: int = 1000) -> Case:
+    """L2-regularised logistic regression on X (1000, d), y = ±1: the Hessian (d, d) in w."""
+    r = _rng(7)
+    X, y = r.standard_normal((m, d)) / numpy.sqrt(d), numpy.where(r.random(m) < 0.5, -1.0, 1.0)
+
+    def make(xp):
+        Xc, yc = xp.asarray(X), xp.asarray(y)
+
+        def logreg(w):
+            return xp.sum(xp.log1p(xp.exp(-yc * (Xc @ w)))) + 0.5 * 1e-3 * xp.sum(w ** 2)
+
+        return logreg
+
+    return Case(make, (r.standard_normal(d),), lambda sj, f: sj.hessian(f), lambda jax, jnp, f: jax.hessian(f))
+
+
+def rnn_gradient(steps: int = 20, hidden: int = 128, inputs: int = 32) -> Case:
+    """h_{t+1} = tanh(W h_t + U x_t + b) for 20 steps (a Python loop), loss = |V h_20 − y|²:
+    the gradient w.r.t. (W, U)."""
+    r = _rng(8)
+    xs, b = r.standard_normal((steps, inputs)), 0.1 * r.standard_normal(hidden)
+    V, y = r.standard_normal((10, hidden)) / numpy.sqrt(hidden), r.standard_normal(10)
+    h0 = 0.1 * r.standard_normal(hidden)
+
+    def make(xp):
+        xsc, bc, Vc, yc, h0c = (xp.asarray(a) for a in (xs, b, V, y, h0))
+
+        def loss(W, U):
+            h = h0c
+            for t in range(steps):
+                h = xp.tanh(W @ h + U @ xsc[t] + bc)
+            return xp.sum((Vc @ h - yc) ** 2)
+
+        return loss
+
+    args = (r.standard_normal((hidden, hidden)) / numpy.sqrt(hidden), r.standard_normal((hidden, inputs)) / numpy.sqrt(inputs))
+    return Case(make, args, lambda sj, f: sj.grad(f, argnums=(0, 1)), lambda jax, jnp, f: jax.grad(f, argnums=(0, 1)))
+
+
+CASES: dict[str, Callable[..., Case]] = {
+    "mlp": mlp_jacobian, "mlp_batch": mlp_batch, "pinn": pinn_laplacian, "gmm": gmm_gradient,
+    "rosenbrock": rosenbrock, "logreg": logreg_hessian, "rnn": lambda size: rnn_gradient(),
+}
+
+
+def _size_arg(text: str):
+    """A size from the command line: ``64`` or ``2x5``."""
+    return tuple(int(p) for p in text.split("x")) if "x" in text else int(text)
+
+
+def _size_str(size) -> str:
+    return "x".join(map(str, size)) if isinstance(size, tuple) else str(size)
+
+
+# ----- the rows and their targets ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    case: str  # a key of CASES
+    name: str  # the table's short name
+    title: str  # markdown, under the table
+    size_label: str  # how to show a size
+    sizes: tuple
+    first_max: float | None = None  # first result ≤ this many seconds
+    first_le_jax: bool = False  # first result ≤ JAX's
+    steady_min: float | None = None  # JAX time / symjac time ≥ this
+    memory_max: float | None = None  # symjac's peak-memory increase ≤ this × JAX's
+
+    def target(self) -> str:
+        parts = []
+        if self.first_max is not None:
+            parts.append(f"first ≤ {self.first_max:g} s" + (" and ≤ JAX" if self.first_le_jax else ""))
+        if self.steady_min is not None:
+            parts.append(f"steady ≥ {self.steady_min:g}× JAX")
+        if self.memory_max is not None:
+            parts.append(f"memory ≤ {self.memory_max:g}× JAX")
+        return "; ".join(parts) or "—"
+
+
+ROWS = (
+    Row("mlp", "mlp", "1. MLP input Jacobian",
+        "MLP d→w→w→10 with d = w, tanh, weights closure constants scaled by 1/√fan-in; the input Jacobian (10, d): "
+        "`sj.jacobian(mlp)(x)` vs `jax.jit(jax.jacrev(mlp))`",
+        "w = {}", (64, 128, 256, 512, 1024), first_max=0.3, first_le_jax=True, steady_min=1.0, memory_max=2.0),
+    Row("mlp_batch", "mlp_batch", "2. MLP per-sample Jacobians",
+        "the same MLP's input Jacobians of 10,000 samples, (10000, 10, d): `sj.vmap(sj.jacobian(mlp))(X)` vs "
+        "`jax.jit(jax.vmap(jax.jacrev(mlp)))`", "w = {}", (64, 256), steady_min=1.5),
+    Row("pinn", "pinn", "3. PINN Laplacian",
+        "u(p) = tanh MLP 2→w→w→w→1 (`(W4 @ h)[0]`), its Laplacian at 4,096 points: `sj.vmap(sj.laplacian(u))(P)` vs "
+        "`jax.jit(jax.vmap(lambda p: jnp.trace(jax.hessian(u)(p))))`", "w = {}", (32, 64, 128),
+        first_max=0.5, steady_min=2.0),
+    Row("gmm", "gmm", "4. GMM gradient",
+        "GMM negative log-likelihood (GradBench's objective, Q built by constant-index gathering, logsumexp written "
+        "out), n = 1,000 points passed as a fourth argument; gradient w.r.t. (alphas, means, icf): "
+        "`sj.grad(f, argnums=(0, 1, 2))` vs `jax.jit(jax.grad(f, argnums=(0, 1, 2)))`", "d = {}, K = {}",
+        ((2, 5), (10, 25), (64, 100)), first_max=0.5, steady_min=1.0),
+    Row("rosenbrock", "rosenbrock", "5. Rosenbrock gradient",
+        "extended Rosenbrock `sum(100 (x[1:] − x[:-1]²)² + (1 − x[:-1])²)`, its gradient: `sj.grad(f)` vs "
+        "`jax.jit(jax.grad(f))`", "N = {:,}", (10_000, 100_000), first_max=0.3, steady_min=1.0),
+    Row("logreg", "logreg", "6. logistic-regression Hessian",
+        "`sum(log1p(exp(−y ⊙ (X @ w)))) + 0.5·10⁻³ |w|²` with X (1000, d), y = ±1, the Hessian (d, d): "
+        "`sj.hessian(f)(w)` vs `jax.jit(jax.hessian(f))`", "d = {:,}", (100, 1000), steady_min=1.0),
+    Row("rnn", "rnn", "7. RNN gradient",
+        "h ← tanh(W h + U x_t + b) for 20 steps (a Python loop), hidden 128, input 32, loss |V h₂₀ − y|²; the "
+        "gradient w.r.t. (W, U): `sj.grad(loss, argnums=(0, 1))` vs `jax.jit(jax.grad(loss, argnums=(0, 1)))`",
+        "20 steps", (20,), first_max=1.0, steady_min=1.0),
+)
+#: the first-call-against-size table: row 1's MLP, first results only (row 1's sizes are shared)
+SIZE_SWEEP = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def plan(quick: bool) -> tuple[list[tuple[str, object]], list[tuple[str, object]]]:
+    """(the (case, size) pairs whose first call is measured, the (case, size) pairs timed steady)."""
+    steady = [(row.case, size) for row in ROWS for size in (row.sizes[:1] if quick else row.sizes)]
+    sweep = [("mlp", w) for w in (SIZE_SWEEP[:1] if quick else SIZE_SWEEP)]
+    first = sweep + [pair for pair in steady if pair not in sweep]
+    return first, steady
+
+
+# ----- child processes -----------------------------------------------------------------------
+
+
+def _maxrss_kib() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+
+
+def _numpy_out(result):
+    return tuple(numpy.asarray(r) for r in result) if isinstance(result, tuple) else numpy.asarray(result)
+
+
+def _jax_setup():
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    return jax, jnp
+
+
+def child_first(system: str, case_name: str, size) -> dict:
+    """The first result in this (fresh) process."""
+    case = CASES[case_name](size)
+    out: dict = {"system": system}
+    if system == "symjac":
+        import symjac as sj
+
+        f = case.make(numpy)
+        before = _maxrss_kib()
+        start = time.perf_counter()
+        T = case.symjac(sj, f)
+        T(*case.args)
+        out["first_s"] = time.perf_counter() - start
+        out["rss_after_kib"] = _maxrss_kib()
+        info = T.info(*case.args)
+        out.update(tier=info.tier, why=info.why)
+    else:
+        jax, jnp = _jax_setup()
+        start = time.perf_counter()
+        jax.devices()  # the backend's start: a process's one-time cost, like an import
+        out["backend_s"] = time.perf_counter() - start
+        f = case.make(jnp)
+        args = case.args
+        before = _maxrss_kib()
+        start = time.perf_counter()
+        g = jax.jit(case.jax(jax, jnp, f))
+        _numpy_out(g(*args))
+        out["first_s"] = time.perf_counter() - start
+        out["rss_after_kib"] = _maxrss_kib()
+    out["rss_before_kib"] = before
+    return out
+
+
+def _rel_diff(got, want) -> float:
+    """max |got − want| / max |want|, the worst over a tuple's parts (inf for a shape mismatch)."""
+    if isinstance(want, tuple):
+        if not isinstance(got, tuple) or len(got) != len(want):
+            return float("inf")
+        return max(_rel_diff(a, b) for a, b in zip(got, want, strict=True))
+    got, want = numpy.asarray(got), numpy.asarray(want)
+    if got.shape != want.shape:
+        return float("inf")
+    scale = float(numpy.max(numpy.abs(want))) if want.size else 0.0
+    diff = float(numpy.max(numpy.abs(got - want))) if want.size else 0.0
+    return diff / scale if scale > 0 else diff
+
+
+def child_steady(case_name: str, size, rounds: int, systems: tuple[str, ...], log) -> dict:
+    """symjac and JAX side by side in this process; first, untimed, their results compared."""
+    from . import timing
+
+    case = CASES[case_name](size)
+    args = case.args
+    contenders: dict = {}
+    want = None
+    if "jax" in systems:
+        jax, jnp = _jax_setup()
+        g = jax.jit(case.jax(jax, jnp, case.make(jnp)))
+        contenders["jax"] = lambda: _numpy_out(g(*args))
+        want = contenders["jax"]()
+    out: dict = {}
+    if "symjac" in systems:
+        try:
+            import symjac as sj
+
+            T = case.symjac(sj, case.make(numpy))
+            T.compile(*args)
+            sj.wait_for_kernels()
+            got = T(*args)
+            info = T.info(*args)
+            out.update(tier=info.tier, why=info.why, n_ops=info.n_ops)
+            if want is not None:
+                out["max_rel_diff"] = _rel_diff(_numpy_out(got), want)
+            contenders = {"symjac": lambda: T(*args), **contenders}
+            if case_name == "logreg":
+                head = "\n".join(T.source(*args).splitlines()[:30])
+                log(f"sj.hessian(f).source(w), logistic regression, d = {size}, its first lines:\n{head}\n")
+        except Exception as exc:  # an operation symjac does not support yet: the row says so
+            out["error"] = f"{type(exc).__name__}: {exc}"
+            log(f"symjac failed on {case_name} {size}:\n{traceback.format_exc()}")
+    if len(contenders) > 1:
+        out["times"] = timing.side_by_side(contenders, rounds=rounds)
+    else:
+        out["times"] = {name: timing.per_call(fn, repeats=rounds) for name, fn in contenders.items()}
+    return out
+
+
+def _child_main(a) -> None:
+    size = _size_arg(a.size)
+    logs: list[str] = []
+    try:
+        if a.child == "first":
+            result = child_first(a.system, a.case, size)
+        else:
+            result = child_steady(a.case, size, a.rounds, tuple(a.system.split(",")), logs.append)
+    except Exception as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+        logs.append(traceback.format_exc())
+    result["log"] = "".join(logs)
+    a.out.write_text(json.dumps(result))
+
+
+# ----- the parent side -------------------------------------------------------------------------
+
+
+def _run_child(args: list[str], raw: Path, timeout: float) -> dict:
+    """One child, with a fresh empty symjac cache directory (removed afterwards); its JSON result."""
+    scratch = Path(tempfile.mkdtemp(prefix="arrays-", dir=raw))
+    try:
+        out = scratch / "result.json"
+        cache = scratch / "cache"
+        cache.mkdir(mode=0o700)
+        cmd = [sys.executable, "-m", "benchmarks.arrays", "--child", *args, "--out", str(out)]
+        try:
+            done = subprocess.run(cmd, env={**os.environ, "SYMJAC_CACHE_DIR": str(cache)}, capture_output=True,
+                                  text=True, timeout=timeout, cwd=HERE.parent)
+        except subprocess.TimeoutExpired:
+            return {"error": f"did not finish in {timeout:.0f} s"}
+        if not out.exists():
+            return {"error": f"child exited {done.returncode}: {(done.stderr or done.stdout)[-1500:]}"}
+        return json.loads(out.read_text())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def jax_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jax") is not None
+
+
+def run_section(raw: Path, quick: bool, systems: tuple[str, ...] | None = None, rounds: int | None = None,
+                first_runs: int | None = None, pairs: list | None = None, log=print) -> list[dict]:
+    """Measure every row (the smallest size of each when ``quick``), or only the (case, size)
+    ``pairs``; write the raw records to ``raw/arrays.jsonl`` (rewritten) and return them.
+    Without JAX installed, symjac alone."""
+    raw.mkdir(parents=True, exist_ok=True)
+    jsonl, logfile = raw / "arrays.jsonl", raw / "arrays.log"
+    jsonl.unlink(missing_ok=True)
+    logfile.write_text("")
+    systems = systems or (("symjac", "jax") if jax_installed() else ("symjac",))
+    rounds = rounds or (5 if quick else 9)
+    first_runs = first_runs or (1 if quick else FIRST_RUNS)
+    records: list[dict] = []
+
+    def keep(record: dict) -> None:
+        text = record.pop("log", "")
+        if text:
+            with logfile.open("a") as f:
+                f.write(f"--- {record.get('kind')} {record.get('case')} {record.get('size')}\n{text}\n")
+        records.append(record)
+        with jsonl.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    first, steady = plan(quick) if pairs is None else (pairs, pairs)
+    start = time.perf_counter()
+    for case, size in first:
+        for system in systems:
+            error = None
+            times = []
+            for run in range(first_runs):
+                base = {"kind": "first", "case": case, "size": _size_str(size), "system": system, "run": run}
+                if error:  # the same error again: not worth another process
+                    keep({**base, "error": error, "repeated": True})
+                    continue
+                r = _run_child(["first", "--system", system, "--case", case, "--size", _size_str(size)], raw, 180)
+                keep({**base, **r})
+                error = r.get("error")
+                if "first_s" in r:
+                    times.append(r["first_s"])
+            log(f"arrays: first {system} {case} {_size_str(size)}: "
+                + (f"{statistics.median(times):.3f} s" if times else f"failed: {_short(error or '?')}"))
+    for case, size in steady:
+        r = _run_child(["steady", "--system", ",".join(systems), "--case", case, "--size", _size_str(size),
+                        "--rounds", str(rounds)], raw, 600)
+        keep({"kind": "steady", "case": case, "size": _size_str(size), **r})
+        log(f"arrays: steady {case} {_size_str(size)}: "
+            + ", ".join(f"{k} {_time(v['median'])}" for k, v in r.get("times", {}).items())
+            + (f"; symjac failed: {_short(r['error'])}" if "error" in r else ""))
+    keep({"kind": "meta", "quick": quick, "elapsed_s": time.perf_counter() - start, "rounds": rounds,
+          "first_runs": first_runs, "systems": list(systems), "cores": os.cpu_count()})
+    return records
+
+
+def load(raw: Path) -> list[dict]:
+    path = raw / "arrays.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+# ----- the report -----------------------------------------------------------------------------
+
+
+def _time(seconds) -> str:
+    if seconds is None:
+        return "—"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def _mib(kib) -> str:
+    return "—" if kib is None else f"{kib / 1024:.0f} MiB" if kib >= 10 * 1024 else f"{kib / 1024:.1f} MiB"
+
+
+def _short(error: str, limit: int = 160) -> str:
+    """An error's last line, fit for a table cell."""
+    line = next((x for x in reversed(error.strip().splitlines()) if x.strip()), error)
+    return line.replace("|", "\\|")[:limit]
+
+
+def summary(records: list[dict], case: str, size) -> dict:
+    """One (case, size): medians of the first-call children, and the steady record."""
+    size = _size_str(size)
+    s: dict = {}
+    for system in ("symjac", "jax"):
+        runs = [r for r in records if r.get("kind") == "first" and r["case"] == case and r["size"] == size
+                and r["system"] == system]
+        ok = [r for r in runs if "first_s" in r]
+        if ok:
+            s[f"{system}_first"] = statistics.median(r["first_s"] for r in ok)
+            s[f"{system}_mem"] = statistics.median(r["rss_after_kib"] - r["rss_before_kib"] for r in ok)
+            if system == "symjac":
+                s["first_tier"] = "/".join(sorted({r["tier"] for r in ok}))
+                s["first_why"] = ok[0].get("why", "")
+        elif runs:
+            s[f"{system}_first_error"] = runs[0].get("error", "?")
+    steady = next((r for r in records if r.get("kind") == "steady" and r["case"] == case and r["size"] == size), None)
+    if steady is not None:
+        times = steady.get("times", {})
+        for system in ("symjac", "jax"):
+            if system in times:
+                s[f"{system}_steady"] = times[system]["median"]
+        if "symjac" in times and "jax" in times:
+            s["ratio"] = times["jax"]["median"] / times["symjac"]["median"]
+        for key in ("tier", "why", "max_rel_diff"):
+            if key in steady:
+                s[key] = steady[key]
+        if "error" in steady:
+            s["symjac_error"] = steady["error"]
+    return s
+
+
+def verdict(row: Row, s: dict) -> str:
+    """"met", "**not met**: why", "**not run**" or "not measured"."""
+    if "symjac_error" in s or ("symjac_first_error" in s and "symjac_first" not in s):
+        return "**not run**"
+    missed, unknown = [], False
+    if row.first_max is not None:
+        first = s.get("symjac_first")
+        if first is None:
+            unknown = True
+        else:
+            if first > row.first_max:
+                missed.append(f"first {_time(first)} > {row.first_max:g} s")
+            if row.first_le_jax:
+                if s.get("jax_first") is None:
+                    unknown = True
+                elif first > s["jax_first"]:
+                    missed.append("first > JAX's")
+    if row.steady_min is not None:
+        if "ratio" not in s:
+            unknown = True
+        elif s["ratio"] < row.steady_min:
+            missed.append(f"steady {s['ratio']:.2f}× < {row.steady_min:g}×")
+    if row.memory_max is not None:
+        mine, theirs = s.get("symjac_mem"), s.get("jax_mem")
+        if mine is None or theirs is None:
+            unknown = True
+        elif mine > row.memory_max * max(theirs, 1):
+            missed.append(f"memory {mine / max(theirs, 1):.1f}× > {row.memory_max:g}×")
+    if s.get("max_rel_diff", 0.0) > RTOL:
+        missed.append(f"results differ ({s['max_rel_diff']:.0e})")
+    if missed:
+        return "**not met**: " + "; ".join(missed)
+    return "not measured" if unknown else "met"
+
+
+def _first_cell(s: dict, system: str) -> str:
+    if f"{system}_first" in s:
+        return _time(s[f"{system}_first"])
+    return "fails" if f"{system}_first_error" in s else "—"
+
+
+def _label(row: Row, size: str) -> str:
+    parsed = _size_arg(size)
+    return row.size_label.format(*parsed) if isinstance(parsed, tuple) else row.size_label.format(parsed)
+
+
+def _why(text: str) -> str:
+    """KernelInfo.why without its leading "<tier> tier: "."""
+    return text.split(": ", 1)[-1] if text else "—"
+
+
+def section(records: list[dict]) -> str:
+    """The markdown section (from its ``## `` heading)."""
+    meta = next((r for r in records if r.get("kind") == "meta"), {})
+    quick = meta.get("quick", False)
+    runs = meta.get("first_runs", FIRST_RUNS)
+    steadies = [(r["case"], r["size"]) for r in records if r.get("kind") == "steady"]
+    out = ["## The array tier against JAX jit (issue 24)", ""]
+    out.append(
+        "Whole-array functions, float64 (`jax_enable_x64`), both cores; each function is written once as `make(xp)` "
+        "and given NumPy (symjac) or `jax.numpy` (JAX), and JAX's callables take NumPy arrays and return "
+        "`np.asarray` of their results, like symjac's (`benchmarks/arrays.py`"
+        + (f"; this section took {meta['elapsed_s'] / 60:.1f} minutes" if "elapsed_s" in meta else "")
+        + ("; **quick run: the smallest size of each row, one process per first call**" if quick else "") + "). "
+        "**first**: time to the first result in a fresh process, the transform built and called once (imports, "
+        "JAX's backend start and the inputs are done before the timer), symjac with an empty `SYMJAC_CACHE_DIR`; "
+        f"median of {runs} process{'es' if runs > 1 else ''} per system. "
+        "**steady**: median time per call, symjac and JAX timed side by side in interleaved rounds in one process "
+        "after warm-up (symjac's `T.compile(*args)` first); ratio = JAX time / symjac time (> 1: symjac faster). "
+        "**memory**: the increase of the process's peak RSS (`ru_maxrss`) across the first call, median over the "
+        "first-call processes; ratio symjac / JAX. **tier**: what served symjac's steady calls. **diff**: "
+        f"max |symjac − JAX| / max |JAX| (per output; they must agree to {RTOL:g}).")
+    if "jax" not in meta.get("systems", ["jax"]):
+        out += ["", "**JAX is not installed**: symjac alone, no ratios."]
+    out += ["", "| row | size | tier | first: symjac / JAX | steady: symjac / JAX (ratio) | "
+            "memory: symjac / JAX (ratio) | diff | target | target met? |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in ROWS:
+        sizes = [_size_str(x) for x in row.sizes if (row.case, _size_str(x)) in steadies]
+        sizes += [x for c, x in steadies if c == row.case and x not in sizes]
+        for size in sizes:
+            s = summary(records, row.case, size)
+            if "symjac_error" in s:
+                steady = f"not run: {_short(s['symjac_error'])} (JAX {_time(s.get('jax_steady'))})"
+            elif "ratio" in s:
+                steady = f"{_time(s['symjac_steady'])} / {_time(s['jax_steady'])} (**{s['ratio']:.2f}×**)"
+            else:
+                steady = f"{_time(s.get('symjac_steady'))} / {_time(s.get('jax_steady'))}"
+            mem = f"{_mib(s.get('symjac_mem'))} / {_mib(s.get('jax_mem'))}"
+            if "symjac_mem" in s and "jax_mem" in s:
+                mem += f" ({s['symjac_mem'] / max(s['jax_mem'], 1):.2f}×)"
+            diff = f"{s['max_rel_diff']:.0e}" if "max_rel_diff" in s else "—"
+            tier = s.get("tier") or s.get("first_tier") or "—"
+            first = f"{_first_cell(s, 'symjac')} / {_first_cell(s, 'jax')}"
+            out.append(f"| {row.name} | {_label(row, size)} | {tier} | {first} | {steady} | {mem} | {diff} | "
+                       f"{row.target()} | {verdict(row, s)} |")
+    out += ["", "Rows:", ""] + [f"- **{row.name}**: {row.title}." for row in ROWS]
+    sweep = [w for w in SIZE_SWEEP if any(r.get("kind") == "first" and r["case"] == "mlp" and r["size"] == str(w)
+                                          for r in records)]
+    if sweep:
+        out += ["", "### First call against size: the MLP of row 1", "",
+                "Time to the first input Jacobian in a fresh process (empty cache): symjac in its default `auto` "
+                "tier choice, with the tier that answered the first call and why (`T.info(x).why`), against "
+                "`jax.jit(jax.jacrev(mlp))`. (\"tape\": the scalar tier's interpreter answered while the "
+                "scalar kernel compiles in the background.)", "",
+                "| w | symjac first | symjac tier | why | JAX first | JAX / symjac |", "|---|---|---|---|---|---|"]
+        for w in sweep:
+            s = summary(records, "mlp", w)
+            ratio = f"{s['jax_first'] / s['symjac_first']:.1f}×" if "jax_first" in s and "symjac_first" in s else "—"
+            tier = s.get("first_tier", "—")
+            why = _why(s.get("first_why", "")) if "symjac_first" in s \
+                else f"fails: {_short(s.get('symjac_first_error', '?'), 120)}"
+            out.append(f"| {w:,} | {_first_cell(s, 'symjac')} | {tier} | {why} | {_first_cell(s, 'jax')} | {ratio} |")
+    notes = []
+    for r in records:
+        if r.get("kind") == "steady" and r.get("tier") not in (None, "array"):
+            notes.append(f"- {r['case']} {r['size']}: symjac served steady calls on the **{r['tier']}** tier, not "
+                         f"the array tier ({_why(r.get('why', ''))}).")
+    errors = {}
+    for r in records:
+        if "error" in r:
+            errors.setdefault((r["case"], r["size"], r.get("system", "steady")), _short(r["error"], 300))
+    notes += [f"- {case} {size} ({who}): not run: {error}" for (case, size, who), error in errors.items()]
+    if notes:
+        out += ["", "Notes:", ""] + notes
+    return "\n".join(out) + "\n"
+
+
+# ----- command line ---------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="the array-tier section of the benchmark report (symjac vs JAX)")
+    parser.add_argument("--quick", action="store_true", help="only the smallest size of each row (< 1 minute)")
+    parser.add_argument("--report-only", action="store_true", help="render the last raw results again")
+    parser.add_argument("--child", choices=("first", "steady"), help=argparse.SUPPRESS)
+    parser.add_argument("--system", default="symjac", help=argparse.SUPPRESS)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--size", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=9, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    a = parser.parse_args(argv)
+    if a.child:
+        _child_main(a)
+        return
+    raw = HERE / "raw" / ("quick" if a.quick else "full")
+    records = load(raw) if a.report_only else run_section(raw, a.quick, log=lambda m: print(m, file=sys.stderr))
+    text = section(records)
+    (raw / "arrays.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
