@@ -199,7 +199,7 @@ class Transform:
         [w*cos(x_0),          0],
         [         0, w*cos(x_1)]])
         """
-        return display.to_sympy(build.build(self.request, self.bind(args, kwargs)).result)
+        return display.symbolic(self.request, self.bind(args, kwargs))
 
     def sparsity(self, *args, **kwargs):
         """The exact structural nonzero pattern of a Jacobian or Hessian for

@@ -250,8 +250,23 @@ def _binary_plan(ein: t.Ein, shapes):
     batch = "".join(c for c in a_keep if c in b_keep and c in out)
     free_a = "".join(c for c in a_keep if c not in b_keep)
     free_b = "".join(c for c in b_keep if c not in a_keep)
+    if unique == batch + free_b + free_a and unique != batch + free_a + free_b:
+        # b @ a gives the output's layout (x @ W.T rather than (W @ x.T).T): no transposed result
+        swapped = _binary_plan(t.Ein((b_sub, a_sub), out, ein.sizes), shapes[::-1])
+        return lambda a, b: swapped(b, a)
     prod = math.prod
     nb, nfa, nfb, nk = (prod(sizes[c] for c in s) for s in (batch, free_a, free_b, contracted))
+    if batch and nfa * nfb * nk < 512:
+        # many tiny products (a sum over two tangents for each of 4,096 x 64 entries): one
+        # broadcast multiply and a sum beat a matrix product per batch entry
+        order = batch + free_a + free_b + contracted
+        fa = _compose(pa, _arranged(a_keep, order, sizes, None)) or (lambda x: x)
+        fb = _compose(pb, _arranged(b_keep, order, sizes, None)) or (lambda x: x)
+        axes = tuple(range(len(order) - len(contracted), len(order)))
+        finish = _unary_plan(batch + free_a + free_b, out, sizes)
+        if finish is None:
+            return lambda a, b: np.multiply(fa(a), fb(b)).sum(axis=axes)
+        return lambda a, b: finish(np.multiply(fa(a), fb(b)).sum(axis=axes))
     # a matrix product: (batch, free_a, contracted) @ (batch, contracted, free_b), vectors kept 1-d
     shape_a = ((nb,) if batch else ()) + ((nfa,) if free_a else ()) + (nk,)
     shape_b = ((nb,) if batch else ()) + (nk,) + ((nfb,) if free_b else ())

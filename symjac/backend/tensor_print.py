@@ -72,7 +72,8 @@ def render(outputs: Sequence[t.Node], names: Sequence[str], title: str) -> str:
             value = n.param[0]
             name[n] = repr(value) if n.shape == () else f"np.full({n.shape}, {value!r})"
         elif n.op == "const":
-            name[n] = f"c{consts}"
+            name[n] = f"c{consts}" if n.param.name is None or not n.param.name.isidentifier() else \
+                f"{n.param.name}_c{consts}"
             consts += 1
             lines.append(f"    {name[n]} = <constant {n.dtype}{list(n.shape)}>")
         else:

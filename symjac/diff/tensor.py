@@ -249,12 +249,20 @@ def _divergence(spec, traced: Traced, var, vectors):
 
 
 def _laplacian(spec, traced: Traced, var, vectors):
+    """The forward Laplacian: the Jacobian and the Laplacian of every node carried
+    forward together (no reverse sweep, no Hessian)."""
     (x,) = var.nodes
     out = _scalar_output(traced, "laplacian").node
-    (gradient,) = _gradient(out, [x])
     dtype = _derivative_dtype(out.dtype, x.dtype)
-    block = None if gradient is None else _forward_jacobian([gradient], x)[0]
-    (result,) = var.restore([_trace_of(block, x, dtype)])
+    tangent = _placeholder(x, "tangent")
+    tangents = rules.forward([out], {x: tangent})
+    nodes = [n for n in tangents if n is not x]
+    batched = tb.batch([tangents[n] for n in nodes], {tangent: t.identity(x.shape, tangent.dtype)}, x.shape)
+    jacobians = dict(zip(nodes, batched, strict=True))
+    jacobians[x] = t.identity(x.shape, tangent.dtype)
+    lap = rules.laplacians([out], x, jacobians, x.ndim).get(out)
+    total = t.fill(0.0, (), dtype) if lap is None else t.cast(lap, dtype)
+    (result,) = var.restore([total])
     return result
 
 

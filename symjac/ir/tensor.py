@@ -125,14 +125,16 @@ class Leaf:
 
 
 class ConstArray:
-    """A constant array as a node parameter: compared by content."""
+    """A constant array as a node parameter: compared by content (``name``, the
+    variable it was read from, if known, is only for showing it)."""
 
-    __slots__ = ("value", "_key")
+    __slots__ = ("value", "name", "_key")
 
-    def __init__(self, value: np.ndarray):
+    def __init__(self, value: np.ndarray, name: str | None = None):
         value = np.array(value, copy=True)  # frozen at trace time, as the scalar tier's constants
         value.flags.writeable = False
         self.value = value
+        self.name = name
         digest = hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=16).hexdigest()
         self._key = (value.shape, value.dtype.str, digest)
 
@@ -150,8 +152,9 @@ def input_(index: int, name: str, shape: tuple, dtype, kind: str = "input") -> N
     return node("input", (), Leaf(index, name, kind), shape, dtype)
 
 
-def const(value) -> Node:
-    """A constant array (a 0-d or uniform array becomes a ``fill``)."""
+def const(value, name: str | None = None) -> Node:
+    """A constant array (a 0-d or uniform array becomes a ``fill``); ``name``: what it
+    was called where the traced function read it (for showing it)."""
     value = np.asarray(value)
     if value.dtype.kind not in "biuf":
         raise TypeError(f"constant of dtype {value.dtype}")
@@ -159,7 +162,7 @@ def const(value) -> Node:
         first = value.flat[0]
         if not (isinstance(first, np.floating) and np.isnan(first)) and np.signbit(value).all() == np.signbit(first):
             return fill(first.item(), value.shape, value.dtype)
-    return node("const", (), ConstArray(value), value.shape, value.dtype)
+    return node("const", (), ConstArray(value, name), value.shape, value.dtype)
 
 
 def fill(value, shape: tuple, dtype) -> Node:
@@ -210,6 +213,9 @@ def map_(expr: sp.Basic, operands: Sequence[Node], dtype, shape: tuple | None = 
         shape = broadcast_shape(*(o.shape for o in operands))
     shape = tuple(shape)
     dtype = np.dtype(dtype)
+    fills = {PH[k]: g.const(np.asarray(o.param[0], dtype=o.dtype)[()]) for k, o in enumerate(operands) if o.op == "fill"}
+    if fills:  # a uniform operand is a number of the element function
+        (expr,) = g.substitute([expr], fills)
     used = sorted({PH_INDEX[s] for s in g.free_leaves([expr]) if s in PH_INDEX})
     if used != list(range(len(operands))):
         # keep only the operands the expression reads (their broadcast stays in `shape`)
@@ -416,6 +422,8 @@ def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool =
     subs = ["".join(letters.find(c) for c in s) for s in subs]
     out = "".join(letters.find(c) for c in out)
     sizes = {letters.find(c): n for c, n in sizes.items()}
+    if not operands and len(set(out)) == len(out):  # no product left: a constant array
+        return None if scale == 0.0 else fill(scale, tuple(sizes[c] for c in out), dtype)
     if scale != 1.0:
         if scale == 0.0:
             return None

@@ -99,6 +99,39 @@ def build(request: Request, args: Sequence) -> Built:
         return _finish(*_trace(request, args))
 
 
+def build_shown(request: Request, args: Sequence) -> Built | tensor.TensorProgram:
+    """What ``.symbolic()`` and ``.show()`` present: the scalar tier's result, or
+    the array program where calls with these arguments would run on the array
+    tier (an array-sized function, shown in index notation, not as millions of entries)."""
+    choice = _config.tier()
+    sparse = any(s.sparse for s in request.products)
+
+    def array():
+        positions, names, specs, shape_of_args = leaf_layout(request, args)
+        return tensor.build(request, args, positions, names, specs, shape_of_args, _compute_dtype(specs))[0]
+
+    if choice == "array" and not sparse:
+        program_ = array()
+        if program_ is not None:
+            return program_
+    if choice != "auto" or sparse:
+        return build(request, args)
+    try:
+        with tracing():
+            g.set_budget(_config.ARRAY_THRESHOLD, _config.ARRAY_PRODUCTS)
+            partial, leaves = _trace(request, args)
+            g.set_budget(None)
+            return _finish(partial, leaves)
+    except g.OverBudget:
+        program_ = array()
+        return program_ if program_ is not None else build(request, args)
+    except (UnsupportedOperationError, TracerConversionError):
+        program_ = array()
+        if program_ is None:
+            raise
+        return program_
+
+
 def program(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorProgram, bool]:
     """The program for ``args``' shapes, and whether it came from the
     warm-start cache (else it was differentiated and generated now): on the

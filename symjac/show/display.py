@@ -27,6 +27,7 @@ from ..ir import graph as g
 from ..runtime import build
 from ..runtime.request import Request
 from ..trace.symarray import SymArray
+from . import tensor_display
 
 #: printed lines (definitions + entries) above which ``str()`` stops and says how large the rest is
 DEFAULT_LIMIT = 40
@@ -391,6 +392,26 @@ def title_of(request: Request, args: tuple) -> str:
     return f"{what}, for {describe_args(names, args, request.static_argnums)}"
 
 
-def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT) -> Shown:
-    """The :class:`Shown` result of ``request`` for bound arguments shaped like ``args``."""
-    return Shown(build.build(request, args).result, title_of(request, args), request, limit)
+def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT):
+    """The :class:`Shown` result of ``request`` for bound arguments shaped like ``args``
+    (an :class:`~.tensor_display.IndexNotation` for an array-tier program)."""
+    built = build.build_shown(request, args)
+    if isinstance(built, build.tensor.TensorProgram):
+        return index_notation(built, request, args)
+    return Shown(built.result, title_of(request, args), request, limit)
+
+
+def symbolic(request: Request, args: tuple):
+    """``.symbolic()``: SymPy expressions (index notation for an array-tier program)."""
+    built = build.build_shown(request, args)
+    if isinstance(built, build.tensor.TensorProgram):
+        return index_notation(built, request, args)
+    return to_sympy(built.result)
+
+
+def index_notation(program, request: Request, args: tuple) -> tensor_display.IndexNotation:
+    label = LABELS.get(request.kind, "y")
+    outs = program.outputs
+    out_names = [label] if len(outs) == 1 else [f"{label}{k}" for k in range(len(outs))]
+    title = f"{title_of(request, args)} (array tier: {program.n_ops} array operations)"
+    return tensor_display.index_notation(outs, program.names, out_names, title)

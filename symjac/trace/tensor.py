@@ -33,17 +33,29 @@ class NotArrayTraceable(UnsupportedOperationError):
 
 
 _ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("symjac_array_tier", default=False)
+#: id(array) -> (array, name) of the arrays the traced function read from its globals and closures
+_NAMES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("symjac_array_names", default=None)
 
 
 @contextlib.contextmanager
 def active() -> Iterator[None]:
     """The array tier is tracing: array constructors in traced code give TArrays."""
     token = _ACTIVE.set(True)
+    names = _NAMES.set({})
     try:
         with t.building(), g.building():
             yield
     finally:
+        _NAMES.reset(names)
         _ACTIVE.reset(token)
+
+
+def note_name(name: str, value) -> None:
+    """Remember that the traced function read the array ``value`` as ``name``
+    (its constant is shown by that name)."""
+    names = _NAMES.get()
+    if names is not None and isinstance(value, np.ndarray) and id(value) not in names:
+        names[id(value)] = (value, name)
 
 
 def is_active() -> bool:
@@ -273,7 +285,9 @@ def as_node(value) -> t.Node:
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":
         raise _refuse(f"a constant of dtype {arr.dtype}")
-    return t.const(arr)
+    known = _NAMES.get()
+    seen = None if known is None else known.get(id(value))
+    return t.const(arr, seen[1] if seen is not None and seen[0] is value else None)
 
 
 def _flat(value):
@@ -329,9 +343,16 @@ def elementwise(build: Callable, inputs: Sequence, kwargs: dict) -> TArray:
             placeholders.append(np.asarray(n.param[0], dtype=n.dtype))
             continue
         elems = np.empty((), dtype=object)
-        elems[()] = t.PH[len(operands)]
+        if _small_map(n):
+            # a short elementwise function joins this one, so the scalar rows see the
+            # expression whole (log1p(exp(z)) is softplus: exact where exp(z) overflows)
+            shift = {t.PH[k]: t.PH[len(operands) + k] for k in range(len(n.args))}
+            (elems[()],) = g.substitute([n.param.expr], shift)
+            operands.extend(n.args)
+        else:
+            elems[()] = t.PH[len(operands)]
+            operands.append(n)
         placeholders.append(SymArray(elems, n.dtype))
-        operands.append(n)
     shape = t.broadcast_shape(*shapes)
     result = build(*placeholders, **kwargs)
     if isinstance(result, tuple):
@@ -350,6 +371,16 @@ def elementwise(build: Callable, inputs: Sequence, kwargs: dict) -> TArray:
     if dtype.kind in "iu" and not (expr in t.PH_INDEX and operands[t.PH_INDEX[expr]].dtype == dtype):
         raise _refuse("integer arithmetic")
     return TArray(t.map_(expr, operands, dtype, shape))
+
+
+#: element functions of at most this many operations join the elementwise functions that use
+#: them (bounded, so a long elementwise chain does not build ever longer functions)
+JOIN_OPS = 8
+
+
+def _small_map(n: t.Node) -> bool:
+    """A map whose element function is a few operations (``exp(-a * b)``)."""
+    return n.op == "map" and not n.param.expr.is_Atom and len(g.topo_order([n.param.expr])) <= JOIN_OPS
 
 
 def _elementwise_function(name: str) -> Callable:

@@ -154,7 +154,11 @@ def call_traced_arrays(fn: Callable, args: Sequence) -> Traced:
     from . import tensor
 
     with namespace.scope(lambda: substitutes.new_scope(fn)) as scope:
-        result = scope.callable(fn)(*args)
+        scope.observers.append(tensor.note_name)
+        try:
+            result = scope.callable(fn)(*args)
+        finally:
+            scope.observers.remove(tensor.note_name)
 
     def output(value):
         if isinstance(value, tensor.TArray):
