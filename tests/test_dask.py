@@ -134,3 +134,15 @@ def test_local_cluster_with_two_worker_processes():
     assert all(s.misses == 0 and s.build_seconds == 0 for s in stats.values())
     assert sum(s.kernel_calls for s in stats.values()) > 0
     assert sum(s.kernel_calls + s.tape_calls for s in stats.values()) >= 16
+
+
+def test_an_array_tier_function_says_how_to_run_it_under_dask():
+    W = rng.normal(size=(40, 40))
+    f = lambda x: np.tanh(W @ x)  # noqa: E731  (1,600 multiply-adds: array tier under sj.using_tier("array"))
+    X = da.from_array(rng.normal(size=(6, 40)), chunks=3)
+    with sj.using_tier("array"):
+        with pytest.raises(sj.UnsupportedOperationError, match="using_tier\\('scalar'\\)"):
+            sj.vmap(sj.jacobian(f))(X)
+    with sj.using_tier("scalar"):
+        got = sj.vmap(sj.jacobian(f))(X).compute()
+    np.testing.assert_allclose(got[2], sj.jacobian(f)(X[2].compute()), rtol=1e-12)

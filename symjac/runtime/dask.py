@@ -21,7 +21,7 @@ import threading
 
 import numpy as np
 
-from .._errors import ArityError, ShapeError
+from .._errors import ArityError, ShapeError, UnsupportedOperationError
 from . import dispatch, layout, warm
 from .batch import BatchProgram
 from .program import Compiled
@@ -152,6 +152,13 @@ def vmap_dask(request: Request, args: tuple, axes: list, chunk_size: int | None,
     moved = [_batch_first(a, ax) for a, ax in zip(args, axes, strict=True)]
     sample = [_placeholder(a, ax is not None) for a, ax in zip(moved, axes, strict=True)]
     compiled = dispatch.compiled_for(request, sample, start=False)
+    if getattr(compiled, "tier", None) == "array":
+        raise UnsupportedOperationError(
+            "vmap over a dask array sends scalar-tier programs to the workers, but this function is "
+            f"built on the array tier ({compiled.why}). Build it on the scalar tier for Dask: "
+            "`with sj.using_tier('scalar'): ...` around the call (slow to build if the function is "
+            "large), or pass NumPy arrays (the array tier runs the whole batch as matrix products)."
+        )
     flags = [axes[i] is not None for i, _ in compiled.leaves]
     leaves = [moved[i] if k is None else moved[i][k] for i, k in compiled.leaves]
     program = ChunkProgram(compiled, flags, chunk_size)
