@@ -89,7 +89,7 @@ def _forward_jacobian(outs: list[t.Node], x: t.Node) -> list[t.Node | None]:
             continue
         b = next(batched)  # x.shape + o.shape
         k = x.ndim
-        result.append(t.transpose(b, list(range(k, k + o.ndim)) + list(range(k))))
+        result.append(t.permuted(b, list(range(k, k + o.ndim)) + list(range(k))))
     return result
 
 

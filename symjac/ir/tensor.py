@@ -465,6 +465,17 @@ def transpose(x: Node, axes: Sequence[int]) -> Node:
     return einsum([x], [chars], "".join(chars[a] for a in axes))
 
 
+def permuted(x: Node, axes: Sequence[int]) -> Node:
+    """``transpose(x, axes)``, with a product computing its result in that order
+    directly instead (a product node of its own, which shares ``x``'s operands)."""
+    p = x.param
+    if x.op != "einsum" or not x.args or list(axes) == list(range(x.ndim)):
+        return transpose(x, axes)
+    out = "".join(p.out[a] for a in axes)
+    result = einsum(x.args, p.subs, out, safe=p.safe, dtype=x.dtype, sizes=p.size_of())
+    return zeros(tuple(x.shape[a] for a in axes), x.dtype) if result is None else result
+
+
 def sum_axes(x: Node, axes: Iterable[int]) -> Node:
     """``x`` summed over ``axes`` (dropped)."""
     axes = {a % x.ndim for a in axes}
