@@ -6,11 +6,47 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from ._errors import ArgumentError
+
 MODES = ("auto", "sync", "background", "never")
 
-_mode = os.environ.get("SYMJAC_COMPILE", "auto")
-if _mode not in MODES:
-    raise ValueError(f"SYMJAC_COMPILE must be one of {MODES}; got {_mode!r}")
+
+def _choice(name: str, default: str, choices: tuple) -> str:
+    value = os.environ.get(name, default)
+    if value not in choices:
+        raise ArgumentError(
+            f"the environment variable {name} must be one of {', '.join(choices)}; got {value!r}. "
+            f"Set it to one of those, or unset it (default {default!r})."
+        )
+    return value
+
+
+def _whole_number(name: str, default: int) -> int:
+    """A positive whole number from the environment, written as people write them:
+    1000000, 1_000_000, 1,000,000 or 1e6."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip().replace("_", "").replace(",", "")
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            number = float(text)
+        except ValueError:
+            number = float("nan")
+        value = int(number) if number == number and number not in (float("inf"), float("-inf")) and \
+            number == int(number) else None
+    if value is None or value < 1:
+        raise ArgumentError(
+            f"the environment variable {name} must be a positive whole number, such as {default} or "
+            f"{default:.0e}".replace("e+0", "e").replace("e+", "e") +
+            f"; got {raw!r}. Set it to such a number, or unset it (default {default:,})."
+        )
+    return value
+
+
+_mode = _choice("SYMJAC_COMPILE", "auto", MODES)
 
 
 def compile_mode() -> str:
@@ -82,9 +118,7 @@ ARRAY_THRESHOLD = 20_000
 #: a tanh network of width 32 has 2,100, whose Laplacian the scalar tier builds in seconds)
 ARRAY_PRODUCTS = 2_000
 
-_tier = os.environ.get("SYMJAC_TIER", "auto")
-if _tier not in TIERS:
-    raise ValueError(f"SYMJAC_TIER must be one of {TIERS}; got {_tier!r}")
+_tier = _choice("SYMJAC_TIER", "auto", TIERS)
 
 
 def tier() -> str:
@@ -121,11 +155,10 @@ class Limits:
     of minutes of waiting or an out-of-memory kill.  See :func:`set_limits`."""
 
     def __init__(self):
-        env = os.environ.get
-        self.max_nodes = int(env("SYMJAC_MAX_NODES", MAX_NODES))
-        self.warn_nodes = int(env("SYMJAC_WARN_NODES", WARN_NODES))
-        self.max_dense_entries = int(env("SYMJAC_MAX_DENSE_ENTRIES", 50_000_000))
-        self.max_kernels = int(env("SYMJAC_MAX_KERNELS", 1024))
+        self.max_nodes = _whole_number("SYMJAC_MAX_NODES", MAX_NODES)
+        self.warn_nodes = _whole_number("SYMJAC_WARN_NODES", WARN_NODES)
+        self.max_dense_entries = _whole_number("SYMJAC_MAX_DENSE_ENTRIES", 50_000_000)
+        self.max_kernels = _whole_number("SYMJAC_MAX_KERNELS", 1024)
 
 
 LIMITS = Limits()

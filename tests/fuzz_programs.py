@@ -740,9 +740,19 @@ class Builder:
 # ----- operations: each takes (builder, target shape, depth) and returns a Val or None --------
 
 
+#: unary operations for the special-values property only: any operand, special values included
+#: (np.power computes x ** 0.5 as sqrt: nan at -inf, -0.0 at -0.0; other exponents by pow)
+SPECIAL_UNARY = {
+    "np.power0.5": ("np.power({0}, 0.5)", None, lambda v: (0.0, math.sqrt(v.mag))),
+    "np.power1.5": ("np.power({0}, 1.5)", None, lambda v: (0.0, v.mag ** 1.5)),
+    "np.power-0.5": ("np.power({0}, -0.5)", None, lambda v: (0.0, math.inf)),
+}
+
+
 def op_unary(b: Builder, shape, depth):
-    name = b.pick(list(UNARY))
-    tmpl, domain, interval = UNARY[name]
+    table = {**UNARY, **SPECIAL_UNARY} if b.specials else UNARY
+    name = b.pick(list(table))
+    tmpl, domain, interval = table[name]
     v = b.value(shape, depth, domain)
     lo, hi = interval(v)
     return b.emit(tmpl.format(v.src), shape, lo, hi, name)

@@ -357,3 +357,31 @@ def test_the_fallback_cache_is_removed_after_its_compile_children_stop(tmp_path,
         child.kill()
         child.wait()
         child.stdout.close()
+
+
+_RELATIVE = """
+import os, numpy as np, symjac as sj
+from symjac.backend import compiler as _compile
+_compile.SUBPROCESS_OPS = 10  # this small kernel compiles in the child process
+sj.set_compile_mode("background")
+def f(x):
+    return np.sin(x * np.arange(1.0, 13.0)) * x.sum()
+J = sj.jacobian(f)
+x = np.linspace(0.1, 1, 12)
+J(x)
+sj.wait_for_kernels()
+info = J.info(x)
+os.chdir("/")  # a later change of directory does not move the cache either
+print(info.tier, info.error, sorted(os.listdir(os.path.join(os.environ["START"], "rel-cache"))))
+"""
+
+
+def test_a_relative_cache_directory_is_resolved_once(tmp_path):
+    """SYMJAC_CACHE_DIR=rel-cache: the compile child (started in the kernels
+    directory) used to resolve it there and refuse the kernel file."""
+    env = dict(os.environ, SYMJAC_CACHE_DIR="rel-cache", START=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _RELATIVE], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[:2] == ["kernel", "None"], run.stdout + run.stderr
+    assert "kernels" in run.stdout and "programs" in run.stdout

@@ -98,3 +98,14 @@ def test_constant_comparisons_with_nan_and_inf_fold_as_numpy_compares(compare):
         f = lambda x, c=c: np.where(compare(np.ones_like(x), c), x, -x)  # noqa: E731
         x = np.array([2.0, -3.0])
         np.testing.assert_array_equal(sj.jit(f)(x), f(x))
+
+
+@pytest.mark.parametrize("tier", ["scalar", "array"])
+def test_power_one_half_is_numpys_sqrt(tier):
+    """NumPy computes x ** 0.5 (the operator on arrays and np.power) as sqrt(x):
+    nan at -inf and -0.0 at -0.0, where libm's pow gives inf and 0.0."""
+    x = np.array([-np.inf, -0.0, 0.0, 4.0, -1.0, np.inf, np.nan])
+    with sj.using_tier(tier), np.errstate(invalid="ignore", divide="ignore"):
+        for f in (lambda x: x ** 0.5, lambda x: np.power(x, 0.5), lambda x: np.power(x, 1.5) * x ** -0.5):
+            got, want = sj.jit(f)(x), f(x)
+            assert got.tobytes() == want.tobytes(), (got, want)

@@ -238,3 +238,25 @@ def test_soak_millions_of_calls_across_many_shapes_keep_memory_flat(limits):
           f"{sj.cache_info().evictions:,} evictions")
     assert hits >= 100_000 and churn >= 1_000
     assert hit_growth < 20e6 and churn_growth < 50e6
+
+
+@pytest.mark.parametrize("written, expected", [("1e6", 1_000_000), ("1_000_000", 1_000_000), ("250,000", 250_000),
+                                               (" 300000 ", 300_000), ("2.5e5", 250_000)])
+def test_numeric_settings_accept_the_forms_people_write(written, expected):
+    code = "import symjac as sj; print(sj._config.LIMITS.max_nodes)"
+    run = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, SYMJAC_MAX_NODES=written),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) == expected
+
+
+@pytest.mark.parametrize("name, written", [("SYMJAC_MAX_NODES", "lots"), ("SYMJAC_MAX_KERNELS", "0"),
+                                           ("SYMJAC_MAX_DENSE_ENTRIES", "1.5"), ("SYMJAC_TIER", "fast"),
+                                           ("SYMJAC_COMPILE", "eager")])
+def test_a_bad_setting_is_an_error_that_names_the_variable(name, written):
+    code = ("import symjac\n")
+    run = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{name: written}),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("symjac._errors.ArgumentError") and name in last and repr(written) in last

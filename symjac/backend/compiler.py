@@ -106,10 +106,18 @@ def write_private(directory: Path, name: str, data: bytes) -> Path:
     return directory / name
 
 
+_ABSOLUTE: dict[str, Path] = {}  # SYMJAC_CACHE_DIR as given -> the absolute path it named when first read
+
+
 def _configured_root() -> Path:
     env = os.environ.get("SYMJAC_CACHE_DIR")
     if env:
-        return Path(env)
+        # a relative path names the directory it named when first read: a later chdir, or the
+        # compile child (started in the kernels directory), must not move the cache
+        path = _ABSOLUTE.get(env)
+        if path is None:
+            path = _ABSOLUTE[env] = Path(os.path.abspath(os.path.expanduser(env)))
+        return path
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("symjac"))
@@ -502,8 +510,10 @@ def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> 
         np.dtype(dtype).name, ",".join(map(str, in_ndims)), ",".join(map(str, out_ndims)),
     ]
     preexec = _die_with_parent if sys.platform.startswith("linux") else None
+    # the child uses this process's cache root, whatever SYMJAC_CACHE_DIR says relative to its own directory
+    env = {**os.environ, "SYMJAC_CACHE_DIR": str(path.parent.parent)}
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec,
-                             cwd=path.parent)
+                             cwd=path.parent, env=env)
     _children.add(child)
     try:
         _, stderr = child.communicate(timeout=CHILD_TIMEOUT)

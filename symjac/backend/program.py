@@ -175,7 +175,8 @@ class _Lowering:
         b = self.value(base)
         if exp == 2:
             return self.emit("mul", (b, b))
-        if exp == g.HALF:
+        if exp == g.HALF or (exp.is_Float and float(exp) == 0.5):
+            # NumPy's power computes x ** 0.5 as sqrt(x): nan at -inf, -0.0 at -0.0 (pow gives inf, 0.0)
             return self.emit("sqrt", (b,))
         if exp == -1:
             return self.emit("div", (self.const(1.0), b))
