@@ -1,7 +1,7 @@
 """The array tier against JAX ``jit`` (issue 24): whole-array functions, float64, both cores.
 
     python -m benchmarks.arrays            # this section alone (≈ 6 minutes), markdown on stdout
-    python -m benchmarks.arrays --quick    # the smallest size of each row (< 1 minute)
+    python -m benchmarks.arrays --quick    # the smallest size of each row, one process per first call (< 1 minute)
 
 Every function is written once as ``make(xp)`` against a NumPy-like module
 (NumPy for symjac, ``jax.numpy`` for JAX), using only ``@``, ``einsum``,
@@ -13,15 +13,21 @@ Per row and size:
 
 * **first**: time to the first result in a fresh child process (imports, JAX's
   backend start and the inputs done before the timer; the timer spans building
-  the transform and its first call), three processes per system, the median.
-  symjac's children each get a fresh, empty ``SYMJAC_CACHE_DIR``.
+  the transform and its first call), three processes per system (one in a quick
+  run), the median.  symjac's children each get a fresh, empty ``SYMJAC_CACHE_DIR``
+  and ``SYMJAC_TIER=auto``.  Row 8, the first call against size, is row 1's MLP
+  at more widths (first calls only; the widths row 1 has are shared).
 * **peak memory**: in the same children, ``ru_maxrss`` right before and right
   after the first call; the increase (median of the three).
 * **steady**: symjac and JAX in one child process, timed side by side in
   interleaved rounds (``timing.side_by_side``) after warm-up (symjac's
   ``T.compile(*args)`` and ``sj.wait_for_kernels()`` first); before that, once,
   untimed, the two results are compared (max |symjac − JAX| / max |JAX| per
-  output, must be ≤ 1e-8).
+  output, must be ≤ 1e-8).  On a shared machine each steady child waits (at
+  most 5 s) for a moment when other processes keep few cores busy; a row
+  measured while they kept more than ``BUSY`` cores busy is marked † in the
+  report (NumPy's multi-threaded OpenBLAS, symjac's array steps, slows down
+  far more than JAX's thread pool when the second core is taken).
 
 Raw JSON lines go to ``benchmarks/raw/{full,quick}/arrays.jsonl`` (children's
 logs, and the head of the logistic-regression Hessian's source, to
@@ -50,6 +56,9 @@ import numpy
 HERE = Path(__file__).resolve().parent
 FIRST_RUNS = 3  # fresh processes per system for the first-call time
 RTOL = 1e-8  # symjac and JAX must agree this closely
+BUSY = 0.3  # cores kept busy by other processes before a measurement that the report flags
+#: thread settings the children inherit (the report names those that are set)
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS", "XLA_FLAGS")
 
 
 # ----- the functions ------------------------------------------------------------------------
@@ -148,7 +157,7 @@ def gmm_gradient(dk: tuple[int, int], n: int = 1000) -> Case:
     eye = numpy.eye(d)
 
     def make(xp):
-        I = xp.asarray(eye)
+        identity = xp.asarray(eye)
 
         def logsumexp(a, axis):  # keeps the axis (length 1)
             m = xp.max(a, axis=axis, keepdims=True)
@@ -157,7 +166,7 @@ def gmm_gradient(dk: tuple[int, int], n: int = 1000) -> Case:
         def gmm(alphas, means, icf, x):
             logdiag = icf[:, :d]
             L = xp.concatenate([xp.zeros((K, 1)), icf[:, d:]], axis=1)[:, IDX].reshape((K, d, d))
-            Q = L + xp.exp(logdiag)[:, :, None] * I
+            Q = L + xp.exp(logdiag)[:, :, None] * identity
             xc = x[:, None, :] - means[None]
             Qx = xp.einsum("kij,nkj->nki", Q, xc)
             main = alphas + xp.sum(logdiag, axis=1) - 0.5 * xp.sum(Qx ** 2, axis=2)
@@ -219,7 +228,8 @@ def rnn_gradient(steps: int = 20, hidden: int = 128, inputs: int = 32) -> Case:
 
         return loss
 
-    args = (r.standard_normal((hidden, hidden)) / numpy.sqrt(hidden), r.standard_normal((hidden, inputs)) / numpy.sqrt(inputs))
+    args = (r.standard_normal((hidden, hidden)) / numpy.sqrt(hidden),
+            r.standard_normal((hidden, inputs)) / numpy.sqrt(inputs))
     return Case(make, args, lambda sj, f: sj.grad(f, argnums=(0, 1)), lambda jax, jnp, f: jax.grad(f, argnums=(0, 1)))
 
 
@@ -267,16 +277,16 @@ class Row:
 
 ROWS = (
     Row("mlp", "mlp", "1. MLP input Jacobian",
-        "MLP d→w→w→10 with d = w, tanh, weights closure constants scaled by 1/√fan-in; the input Jacobian (10, d): "
-        "`sj.jacobian(mlp)(x)` vs `jax.jit(jax.jacrev(mlp))`",
+        "MLP d→w→w→10 with d = w, tanh, weights closure constants scaled by 1/√fan-in; the input Jacobian "
+        "(10, d): `sj.jacobian(mlp)(x)` vs `jax.jit(jax.jacrev(mlp))`",
         "w = {}", (64, 128, 256, 512, 1024), first_max=0.3, first_le_jax=True, steady_min=1.0, memory_max=2.0),
     Row("mlp_batch", "mlp_batch", "2. MLP per-sample Jacobians",
         "the same MLP's input Jacobians of 10,000 samples, (10000, 10, d): `sj.vmap(sj.jacobian(mlp))(X)` vs "
         "`jax.jit(jax.vmap(jax.jacrev(mlp)))`", "w = {}", (64, 256), steady_min=1.5),
     Row("pinn", "pinn", "3. PINN Laplacian",
-        "u(p) = tanh MLP 2→w→w→w→1 (`(W4 @ h)[0]`), its Laplacian at 4,096 points: `sj.vmap(sj.laplacian(u))(P)` vs "
-        "`jax.jit(jax.vmap(lambda p: jnp.trace(jax.hessian(u)(p))))`", "w = {}", (32, 64, 128),
-        first_max=0.5, steady_min=2.0),
+        "u(p) = tanh MLP 2→w→w→w→1 (`(W4 @ h)[0]`), its Laplacian at 4,096 points: "
+        "`sj.vmap(sj.laplacian(u))(P)` vs `jax.jit(jax.vmap(lambda p: jnp.trace(jax.hessian(u)(p))))`",
+        "w = {}", (32, 64, 128), first_max=0.5, steady_min=2.0),
     Row("gmm", "gmm", "4. GMM gradient",
         "GMM negative log-likelihood (GradBench's objective, Q built by constant-index gathering, logsumexp written "
         "out), n = 1,000 points passed as a fourth argument; gradient w.r.t. (alphas, means, icf): "
@@ -431,8 +441,9 @@ def _child_main(a) -> None:
 # ----- the parent side -------------------------------------------------------------------------
 
 
-def _run_child(args: list[str], raw: Path, timeout: float) -> dict:
-    """One child, with a fresh empty symjac cache directory (removed afterwards); its JSON result."""
+def _run_child(args: list[str], raw: Path, timeout: float, tier: str = "auto") -> dict:
+    """One child, with a fresh empty symjac cache directory (removed afterwards) and symjac's
+    tier choice ``tier``; its JSON result."""
     scratch = Path(tempfile.mkdtemp(prefix="arrays-", dir=raw))
     try:
         out = scratch / "result.json"
@@ -440,8 +451,8 @@ def _run_child(args: list[str], raw: Path, timeout: float) -> dict:
         cache.mkdir(mode=0o700)
         cmd = [sys.executable, "-m", "benchmarks.arrays", "--child", *args, "--out", str(out)]
         try:
-            done = subprocess.run(cmd, env={**os.environ, "SYMJAC_CACHE_DIR": str(cache)}, capture_output=True,
-                                  text=True, timeout=timeout, cwd=HERE.parent)
+            env = {**os.environ, "SYMJAC_CACHE_DIR": str(cache), "SYMJAC_TIER": tier}
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent)
         except subprocess.TimeoutExpired:
             return {"error": f"did not finish in {timeout:.0f} s"}
         if not out.exists():
@@ -451,6 +462,34 @@ def _run_child(args: list[str], raw: Path, timeout: float) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def busy_cores(window: float = 0.25) -> float | None:
+    """How many cores something else keeps busy, from /proc/stat over ``window`` seconds
+    while this process sleeps (None where there is no /proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])
+
+    try:
+        busy0, total0 = sample()
+        time.sleep(window)
+        busy1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (os.cpu_count() or 1) * (busy1 - busy0) / max(total1 - total0, 1)
+
+
+def wait_for_quiet(limit: float) -> float | None:
+    """Wait (at most ``limit`` seconds) until other processes keep at most ``BUSY`` cores busy;
+    the cores busy at the end."""
+    deadline = time.monotonic() + limit
+    while True:
+        busy = busy_cores()
+        if busy is None or busy <= BUSY or time.monotonic() >= deadline:
+            return busy
+
+
 def jax_installed() -> bool:
     import importlib.util
 
@@ -458,10 +497,11 @@ def jax_installed() -> bool:
 
 
 def run_section(raw: Path, quick: bool, systems: tuple[str, ...] | None = None, rounds: int | None = None,
-                first_runs: int | None = None, pairs: list | None = None, log=print) -> list[dict]:
+                first_runs: int | None = None, pairs: list | None = None, tier: str = "auto",
+                log=print) -> list[dict]:
     """Measure every row (the smallest size of each when ``quick``), or only the (case, size)
     ``pairs``; write the raw records to ``raw/arrays.jsonl`` (rewritten) and return them.
-    Without JAX installed, symjac alone."""
+    Without JAX installed, symjac alone.  ``tier``: symjac's tier choice (``SYMJAC_TIER``)."""
     raw.mkdir(parents=True, exist_ok=True)
     jsonl, logfile = raw / "arrays.jsonl", raw / "arrays.log"
     jsonl.unlink(missing_ok=True)
@@ -482,6 +522,9 @@ def run_section(raw: Path, quick: bool, systems: tuple[str, ...] | None = None, 
 
     first, steady = plan(quick) if pairs is None else (pairs, pairs)
     start = time.perf_counter()
+    busy = busy_cores()
+    if busy is not None and busy > BUSY:
+        log(f"arrays: warning: {busy:.1f} of {os.cpu_count()} cores are busy with other work; the timings will show it")
     for case, size in first:
         for system in systems:
             error = None
@@ -491,7 +534,8 @@ def run_section(raw: Path, quick: bool, systems: tuple[str, ...] | None = None, 
                 if error:  # the same error again: not worth another process
                     keep({**base, "error": error, "repeated": True})
                     continue
-                r = _run_child(["first", "--system", system, "--case", case, "--size", _size_str(size)], raw, 180)
+                r = _run_child(["first", "--system", system, "--case", case, "--size", _size_str(size)], raw, 180,
+                               tier)
                 keep({**base, **r})
                 error = r.get("error")
                 if "first_s" in r:
@@ -499,14 +543,17 @@ def run_section(raw: Path, quick: bool, systems: tuple[str, ...] | None = None, 
             log(f"arrays: first {system} {case} {_size_str(size)}: "
                 + (f"{statistics.median(times):.3f} s" if times else f"failed: {_short(error or '?')}"))
     for case, size in steady:
+        before = wait_for_quiet(1.0 if quick else 5.0)  # a shared machine: a quiet moment if one comes soon
         r = _run_child(["steady", "--system", ",".join(systems), "--case", case, "--size", _size_str(size),
-                        "--rounds", str(rounds)], raw, 600)
-        keep({"kind": "steady", "case": case, "size": _size_str(size), **r})
+                        "--rounds", str(rounds)], raw, 600, tier)
+        keep({"kind": "steady", "case": case, "size": _size_str(size), "busy_cores_before": before, **r})
         log(f"arrays: steady {case} {_size_str(size)}: "
             + ", ".join(f"{k} {_time(v['median'])}" for k, v in r.get("times", {}).items())
             + (f"; symjac failed: {_short(r['error'])}" if "error" in r else ""))
     keep({"kind": "meta", "quick": quick, "elapsed_s": time.perf_counter() - start, "rounds": rounds,
-          "first_runs": first_runs, "systems": list(systems), "cores": os.cpu_count()})
+          "first_runs": first_runs, "systems": list(systems), "tier_choice": tier, "cores": os.cpu_count(),
+          "busy_cores_before": busy, "busy_cores_after": busy_cores(),
+          "threads_env": {k: os.environ[k] for k in THREAD_VARS if k in os.environ}})
     return records
 
 
@@ -562,8 +609,8 @@ def summary(records: list[dict], case: str, size) -> dict:
                 s[f"{system}_steady"] = times[system]["median"]
         if "symjac" in times and "jax" in times:
             s["ratio"] = times["jax"]["median"] / times["symjac"]["median"]
-        for key in ("tier", "why", "max_rel_diff"):
-            if key in steady:
+        for key in ("tier", "why", "max_rel_diff", "busy_cores_before"):
+            if steady.get(key) is not None:
                 s[key] = steady[key]
         if "error" in steady:
             s["symjac_error"] = steady["error"]
@@ -642,8 +689,12 @@ def section(records: list[dict]) -> str:
         "**memory**: the increase of the process's peak RSS (`ru_maxrss`) across the first call, median over the "
         "first-call processes; ratio symjac / JAX. **tier**: what served symjac's steady calls. **diff**: "
         f"max |symjac − JAX| / max |JAX| (per output; they must agree to {RTOL:g}).")
+    if meta.get("threads_env"):
+        out += ["", "Thread settings in the environment: "
+                + ", ".join(f"`{k}={v}`" for k, v in meta["threads_env"].items()) + "."]
     if "jax" not in meta.get("systems", ["jax"]):
         out += ["", "**JAX is not installed**: symjac alone, no ratios."]
+    busy_rows = 0
     out += ["", "| row | size | tier | first: symjac / JAX | steady: symjac / JAX (ratio) | "
             "memory: symjac / JAX (ratio) | diff | target | target met? |", "|---|---|---|---|---|---|---|---|---|"]
     for row in ROWS:
@@ -657,6 +708,9 @@ def section(records: list[dict]) -> str:
                 steady = f"{_time(s['symjac_steady'])} / {_time(s['jax_steady'])} (**{s['ratio']:.2f}×**)"
             else:
                 steady = f"{_time(s.get('symjac_steady'))} / {_time(s.get('jax_steady'))}"
+            if s.get("busy_cores_before", 0.0) > BUSY:
+                steady += f" † {s['busy_cores_before']:.1f}"
+                busy_rows += 1
             mem = f"{_mib(s.get('symjac_mem'))} / {_mib(s.get('jax_mem'))}"
             if "symjac_mem" in s and "jax_mem" in s:
                 mem += f" ({s['symjac_mem'] / max(s['jax_mem'], 1):.2f}×)"
@@ -683,6 +737,14 @@ def section(records: list[dict]) -> str:
                 else f"fails: {_short(s.get('symjac_first_error', '?'), 120)}"
             out.append(f"| {w:,} | {_first_cell(s, 'symjac')} | {tier} | {why} | {_first_cell(s, 'jax')} | {ratio} |")
     notes = []
+    if busy_rows:
+        notes.append("- † N: just before that row's steady measurement, other processes kept N cores busy (from "
+                     "`/proc/stat`); its times are slowed, symjac's BLAS-heavy steps most (NumPy's OpenBLAS threads "
+                     "wait for a busy core).")
+    for key, when in (("busy_cores_before", "start"), ("busy_cores_after", "end")):
+        if meta.get(key) is not None and meta[key] > BUSY:
+            notes.append(f"- At the section's {when}, other processes kept {meta[key]:.1f} of {meta.get('cores')} "
+                         "cores busy.")
     for r in records:
         if r.get("kind") == "steady" and r.get("tier") not in (None, "array"):
             notes.append(f"- {r['case']} {r['size']}: symjac served steady calls on the **{r['tier']}** tier, not "

@@ -107,3 +107,26 @@ def test_single_lorenz_row_compares_with_the_hand_written_call():
     met, missed = lorenz_row(1.1e-6, 0.6e-6), lorenz_row(1.5e-6, 0.6e-6)
     assert met[2].startswith("1.83×") and met[3] == report._verdict(True)
     assert missed[2].startswith("2.50×") and missed[3] == report._verdict(False)
+
+
+def test_arrays_section_runs_symjac_alone(tmp_path):
+    """benchmarks/arrays.py end to end on one tiny MLP, symjac only (no JAX), array tier forced."""
+    from benchmarks import arrays
+
+    records = arrays.run_section(tmp_path, quick=True, systems=("symjac",), rounds=1, first_runs=1,
+                                 pairs=[("mlp", 8)], tier="array", log=lambda message: None)
+    first = next(r for r in records if r["kind"] == "first")
+    steady = next(r for r in records if r["kind"] == "steady")
+    assert "error" not in first and "error" not in steady, (first, steady)
+    assert first["first_s"] > 0 and first["tier"] == steady["tier"] == "array"
+    assert first["rss_after_kib"] >= first["rss_before_kib"] > 0
+    assert steady["times"]["symjac"]["median"] > 0 and "jax" not in steady["times"]
+    assert (tmp_path / "arrays.jsonl").read_text().count("\n") == len(records)
+    text = arrays.section(arrays.load(tmp_path))
+    assert text.startswith("## The array tier against JAX jit")
+    row = next(line for line in text.splitlines() if line.startswith("| 1. MLP input Jacobian |"))
+    assert "w = 8" in row and "| array |" in row and row.endswith("| not measured |"), row  # no JAX: no ratio
+    assert arrays.verdict(arrays.ROWS[0], {"symjac_first": 0.1, "jax_first": 0.2, "ratio": 1.5,
+                                           "symjac_mem": 10, "jax_mem": 10}) == "met"
+    assert "first > JAX's" in arrays.verdict(arrays.ROWS[0], {"symjac_first": 0.25, "jax_first": 0.2, "ratio": 1.5,
+                                                              "symjac_mem": 10, "jax_mem": 10})
