@@ -342,3 +342,36 @@ def test_log1p_of_exp_is_softplus_on_the_array_tier_too():
     expected, got = _both(sj.grad(f), w)
     assert np.all(np.isfinite(got))
     _close(expected, got)
+
+
+def test_reused_arrays_never_leak_between_calls_or_threads():
+    """Large intermediate results are written into arrays reused from call to call
+    (one pool per thread): a result handed out is never written again, and
+    threads calling one program at once get their own answers."""
+    import threading
+
+    A = RNG.normal(size=(300, 300)) / 20
+    B = RNG.normal(size=(100, 300)) / 20
+    f = lambda x: B @ np.tanh(A @ np.tanh(A @ x)) * x[:100]  # noqa: E731  (a (100, 300) Jacobian, in reverse)
+    X = RNG.normal(size=(8, 300))
+    with sj.using_tier("array"):
+        J = sj.jacobian(f)
+        first = J(X[0])
+        kept = first.copy()
+        expected = [J(x).copy() for x in X]
+        np.testing.assert_array_equal(first, kept)  # later calls did not write into it
+        got = [None] * len(X)
+
+        def work(i):
+            for _ in range(5):
+                got[i] = J(X[i])
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(X))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    for g_, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g_, e)
+    h, e7 = 1e-6, np.eye(300)[7]
+    np.testing.assert_allclose(expected[3][:, 7], (f(X[3] + h * e7) - f(X[3] - h * e7)) / (2 * h), rtol=1e-6, atol=1e-9)
