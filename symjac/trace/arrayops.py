@@ -182,7 +182,6 @@ def _dot_rows(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
     """C[i, j] = sum_k A[i, k] * B[k, j] for object matrices."""
     m, k = a_rows.shape
     n = b_cols.shape[1]
-    g.count_products(m * k * n)
     out = np.empty((m, n), dtype=object)
     for i in range(m):
         row = a_rows[i]
@@ -192,8 +191,22 @@ def _dot_rows(a_rows: np.ndarray, b_cols: np.ndarray) -> np.ndarray:
     return out
 
 
+def _shape_of(value) -> tuple:
+    return value.shape if isinstance(value, (SymArray, np.ndarray)) else np.shape(value)
+
+
+def _count_products(a, b, contracted: int) -> None:
+    """Count a contraction's multiply-adds (see ``graph.count_products``) before its
+    operands become nodes: a large weight matrix takes long to convert."""
+    size_a, size_b = math.prod(_shape_of(a)), math.prod(_shape_of(b))
+    g.count_products(size_a * size_b // max(contracted, 1))
+
+
 def tensordot(a, b, axes_a: Sequence[int], axes_b: Sequence[int]) -> SymArray:
     """Contract ``a``'s ``axes_a`` with ``b``'s ``axes_b`` (free axes of a, then of b)."""
+    shape_a = _shape_of(a)
+    _count_products(a, b, math.prod(shape_a[x] for x in axes_a) if all(-len(shape_a) <= x < len(shape_a)
+                                                                           for x in axes_a) else 1)
     ea, da = as_elems(a)
     eb, db = as_elems(b)
     if len(axes_a) != len(axes_b):
@@ -223,6 +236,8 @@ def tensordot(a, b, axes_a: Sequence[int], axes_b: Sequence[int]) -> SymArray:
 
 
 def matmul(a, b) -> SymArray:
+    shape_a = _shape_of(a)
+    _count_products(a, b, shape_a[-1] if shape_a else 1)
     ea, da = as_elems(a)
     eb, db = as_elems(b)
     if ea.ndim == 0 or eb.ndim == 0:
@@ -253,11 +268,10 @@ def matmul(a, b) -> SymArray:
 
 
 def dot(a, b) -> SymArray:
-    ea, _ = as_elems(a)
-    eb, _ = as_elems(b)
-    if ea.ndim == 0 or eb.ndim == 0:
+    nd_a, nd_b = len(_shape_of(a)), len(_shape_of(b))
+    if nd_a == 0 or nd_b == 0:
         return elementwise(g.exact_mul, (a, b), result_dtype(np.multiply, as_elems(a)[1], as_elems(b)[1]))
-    if eb.ndim == 1:
+    if nd_b == 1:
         return tensordot(a, b, [-1], [0])
     return tensordot(a, b, [-1], [-2])
 
