@@ -22,7 +22,7 @@ from .backend import native
 from .diff import products
 from .diff import tensor as tensor_products
 from .diff.products import EXTRA, VECTOR, Spec
-from .runtime import build, dispatch, layout, store
+from .runtime import dispatch, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
@@ -219,8 +219,10 @@ class Transform:
         sparse = self if self.spec.sparse else Transform(
             self.fn, self.kind, self.argnums if self.tuple_argnums else self.argnums[0],
             tuple(self.static_argnums), sparse=True)
-        built = build.build(sparse.request, sparse.bind(args, kwargs))
-        return layout.patterns(layout.template_of(built.result))
+        # the sparse program for these shapes, from memory or built now (its kernel not started:
+        # it compiles on its first call), so a second sparsity() or a call reuses it
+        compiled = dispatch.compiled_for(sparse.request, sparse.bind(args, kwargs), start=False)
+        return layout.patterns(compiled.template)
 
     def info(self, *args, **kwargs):
         """How calls with arguments shaped like ``args`` are served: a

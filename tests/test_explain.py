@@ -1,6 +1,7 @@
 """``sj.explain``: the contract of every transform, for concrete shapes."""
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -127,3 +128,10 @@ def test_vmap_is_explained_per_sample():
     text = explanation(sj.vmap(sj.jacobian(lambda x: np.tanh(x) * x[0])), np.zeros((3, 2)))
     assert text.startswith("vmap over a batch of 3 samples: argument 0 (axis 0)")
     assert "  jacobian of f at x" in text and "shape (2, 2)" in text
+
+
+def test_explaining_an_array_sized_function_does_not_expand_it_to_scalars():
+    # (the scalar tier would build 320,000 operations, minutes of work, before saying anything)
+    W = np.random.default_rng(2).normal(size=(400, 400))
+    text = explanation(sj.vjp(lambda x: np.tanh(W @ x)), np.zeros(400), np.ones(400))
+    assert re.search(r"f itself: \d+ array operations", text) and re.search(r"builds it: \d+ array operations", text)

@@ -155,3 +155,54 @@ def test_the_collector_pause_is_the_processs_counted_over_threads():
     finally:
         release.set()
         gc.enable() if was else gc.disable()
+
+
+def test_a_program_first_called_in_never_mode_compiles_once_the_mode_allows_it():
+    """A program built under sj.compiling("never") used to stay on the tape for good,
+    even inside sj.compiling("sync") (98 µs a call instead of 4 µs)."""
+    f = lambda x: np.sin(x) * np.cos(x[::-1]) + x.sum()  # noqa: E731
+    x = np.linspace(0.1, 1.0, 7)
+    J, V = sj.jacobian(f), sj.vmap(sj.jacobian(f))
+    X = np.tile(x, (5, 1))
+    with sj.compiling("never"):
+        expected = J(x)
+        batch = V(X)
+        assert J.info(x).tier == "tape" and V.info(X).tier == "tape"
+    with sj.compiling("sync"):
+        np.testing.assert_array_equal(J(x), expected)  # this call starts (and, in sync mode, loads) the kernel
+        assert J.info(x).tier == "kernel"
+        np.testing.assert_array_equal(V(X), batch)
+        assert V.info(X).tier == "kernel"
+
+
+def test_clearing_the_caches_while_threads_call_a_vmap():
+    """clear_caches() retires the batch programs of every vmap; one still being built
+    in another thread had no lock yet (AttributeError: '_lock' within ~30 clears)."""
+    f = lambda x: np.tanh(x) * x[0]  # noqa: E731
+    V = sj.vmap(sj.jacobian(f))
+    X = np.random.default_rng(1).normal(size=(50, 3))
+    expected = V(X)
+    errors: list = []
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            try:
+                np.testing.assert_array_equal(V(X), expected)
+            except BaseException as exc:  # noqa: BLE001 (any failure fails the test)
+                errors.append(exc)
+                return
+
+    with sj.compiling("never"):
+        threads = [threading.Thread(target=work) for _ in range(3)]
+        for th in threads:
+            th.start()
+        import time
+
+        for _ in range(300):  # spread over the workers' rebuilds (each rebuilds its batch program)
+            sj.clear_caches()
+            time.sleep(0.002)
+        stop.set()
+        for th in threads:
+            th.join()
+    assert not errors, errors[0]

@@ -56,7 +56,6 @@ class BatchProgram(Kernel):
 
     def __init__(self, compiled: Compiled, batched: list[bool]):
         self.compiled = compiled
-        compiled.batches.add(self)
         self.batched = batched
         sizes = [int(np.prod(s)) for s in compiled.in_shapes]
         self.tape = compiled.tape.for_batch(sizes, batched)
@@ -91,6 +90,11 @@ class BatchProgram(Kernel):
                          [len(s) + 1 for s in spec.outputs], error=error)
         self._threaded = None  # the parallel loop: None (not loaded), False (failed) or its dispatcher
         self._threads_asked = False
+        # registered once whole: clear_caches() in another thread retires the program's batches,
+        # and used to meet one without its lock yet (AttributeError: '_lock')
+        compiled.batches.add(self)
+        if compiled.retired:  # retired while this was being built
+            self.retire()
 
     @property
     def source(self) -> str:
@@ -200,6 +204,7 @@ class BatchProgram(Kernel):
                 kernel = self._threads_or(kernel)
             kernel(*part, *outs)
             return
+        self.start_if_allowed()
         STATS.tape_calls += 1
         n = outs[0].shape[0]
         rows = [p.reshape(n, -1) for p, b in zip(part, self.batched, strict=True) if b]

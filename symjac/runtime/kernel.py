@@ -209,6 +209,15 @@ class Kernel:
             _tape.ensure_ready(self.dtype)
             self.start_background()
 
+    def start_if_allowed(self) -> None:
+        """Start a kernel that was never started because it was built in "never"
+        mode, once the compile mode allows it (called from the tape's path: a
+        program first called under ``sj.compiling("never")`` used to stay on the
+        tape for good, 98 µs a call against its kernel's 4 µs)."""
+        if self.state == "tape-only" and self.path is not None and not self.retired \
+                and _config.compile_mode() != "never":
+            self.start()
+
     def info(self) -> KernelInfo:
         return KernelInfo(
             tier="kernel" if self.kernel is not None else "tape",

@@ -227,6 +227,8 @@ class Compiled(Kernel):
             if self.deferred:  # first called for itself (not only for a vmap): its kernel now
                 self.deferred = False
                 self.start()
+            else:
+                self.start_if_allowed()
             STATS.tape_calls += 1
             flat = (
                 inputs[0].reshape(-1) if len(inputs) == 1

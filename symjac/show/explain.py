@@ -58,6 +58,20 @@ def _vec(letters: str) -> str:
     return f"[{', '.join(letters)}]" if letters else ""
 
 
+def _shapes(built) -> list[tuple]:
+    """The shapes of a build's results (either tier's)."""
+    if isinstance(built, build.tensor.TensorProgram):
+        return [o.shape for o in built.outputs]
+    return [a.shape for a in flatten_result(built.result)]
+
+
+def _operations(built) -> str:
+    """``"N operations"`` of a build (``"N array operations"`` on the array tier)."""
+    if isinstance(built, build.tensor.TensorProgram):
+        return f"{built.n_ops} array operations"
+    return f"{_count_ops(built.result)} operations"
+
+
 def _count_ops(result) -> int:
     return len(g.topo_order([n for a in flatten_result(result) for n in a.elems.reshape(-1)]))
 
@@ -85,11 +99,11 @@ class _Explainer:
         self.names = request.names(len(self.primal) + self.n_extra)
         self.fname = _code_name(request)
         self.nested = len(request.products) > 1
-        built = build.build(request.values(), self.primal)
-        arrays = flatten_result(built.result)
+        built = build.build_shown(request.values(), self.primal)
+        shapes = _shapes(built)
         out_name = "y" if "y" not in self.names else "out"
-        self.outs = [_Var(out_name if len(arrays) == 1 else f"{out_name}{k}", a.shape) for k, a in enumerate(arrays)]
-        self.f_ops = _count_ops(built.result)
+        self.outs = [_Var(out_name if len(shapes) == 1 else f"{out_name}{k}", s) for k, s in enumerate(shapes)]
+        self.f_ops = _operations(built)
         # a plain function is explained with respect to its first argument, as sj.jacobian(f) would be
         argnums = product.argnums if self.kind != "jit" else [
             i for i in range(len(self.primal)) if i not in self.static][:1]
@@ -258,7 +272,7 @@ class _Explainer:
         n = sum(v.size for v in self.ins)
         m = sum(v.size for v in self.outs)
         lines = [f"cost, for these shapes ({', '.join(v.name for v in self.ins)}: N = {n} entries; "
-                 f"{', '.join(v.name for v in self.outs)}: M = {m}; {self.fname} itself: {self.f_ops} operations):",
+                 f"{', '.join(v.name for v in self.outs)}: M = {m}; {self.fname} itself: {self.f_ops}):",
                  f"  jvp (J·v) or vjp (uᵀJ): one pass, a small multiple of {self.fname}'s cost, whatever N and M",
                  f"  jacobian: N·M = {n * m} entries, the work of min(N, M) = {min(n, m)} products "
                  f"(N jvps or M vjps); only structural nonzeros are built"]
@@ -268,8 +282,8 @@ class _Explainer:
         if self.kind == "jit":
             return lines
         try:
-            built = build.build(self.r, self.full_args())
-            lines.append(f"  this {self.kind}, as symjac builds it: {_count_ops(built.result)} operations")
+            built = build.build_shown(self.r, self.full_args())
+            lines.append(f"  this {self.kind}, as symjac builds it: {_operations(built)}")
         except SymjacError:
             pass
         return lines
