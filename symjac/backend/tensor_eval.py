@@ -455,6 +455,24 @@ def _reduce(kind: str, axes: tuple):
     return lambda x: fn(x, axis=axes)
 
 
+def _on_one_thread(fn):
+    """``fn`` with NumPy's BLAS on one thread (a small product in a program with large ones)."""
+    setter, getter = blas._find()
+    if setter is None:
+        return fn
+
+    def run(*args, **kwargs):
+        before = getter()
+        if before == 1:
+            return fn(*args, **kwargs)
+        setter(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            setter(before)
+    return run
+
+
 def _multiply_adds(n: t.Node) -> int:
     """A product's multiply-adds: the product of every index's size."""
     sizes = n.param.size_of()
@@ -529,6 +547,8 @@ class Plan:
                     if pooled is not None:
                         releases.setdefault(storage_end.get(n, len(order)), []).append(k)
                     free = [slot[a] for a in set(n.args) if last_use.get(slot[a]) == k and a not in known]
+                    if n.op == "einsum" and len(n.args) == 2 and _multiply_adds(n) < blas.SERIAL_BELOW:
+                        fn = _on_one_thread(fn)
                     self.steps.append((fn, [slot[a] for a in n.args], k, free, pooled))
                     continue
                 self.fixed.append((k, known[n]))
