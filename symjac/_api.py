@@ -26,6 +26,7 @@ from .runtime import dispatch, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
+from .trace import pytree
 from .trace.symarray import is_traced
 from .trace.tensor import TArray
 
@@ -98,6 +99,7 @@ class Transform:
                 pass
         self.__wrapped__ = fn
         self._table = self.request.table  # (the hot path reads it first)
+        self._structured: dict = {}  # containers' structures -> the request taking their leaves
         # calls with a number of positional arguments in this range need no
         # binding (defaults left out stay defaults)
         n = self.n_params
@@ -173,10 +175,65 @@ class Transform:
             args = self.bind(args, kwargs)
         for a in args:  # fast path: plain arrays and numbers are never traced
             if type(a) not in _PLAIN:
-                if any(_traced(a) or (isinstance(a, tuple) and any(map(_traced, a))) for a in args):
+                if any(_traced(a) or (pytree.is_container(a) and any(map(_traced, pytree.flatten(a)[0])))
+                       for a in args):
                     return self._apply_traced(list(args))
+                request, flat, structure = self._flattened(args)
+                if request is not self.request:
+                    result = dispatch.call(request, flat)
+                    return self._rebuilt(result, structure, dispatch.compiled_for(request, flat).single_output)
                 break
         return dispatch.call(self.request, args)
+
+    # ----- containers of arrays (pytrees) ---------------------------------------------
+
+    def _flattened(self, args: tuple) -> tuple[Request, tuple, tuple]:
+        """``(request, args, structure)``: container arguments (a dict of weights, a
+        list of them, a named tuple) as tuples of their leaves, and the request that
+        rebuilds them around its placeholders; ``self.request`` and ``args`` as they
+        are when no argument is a container."""
+        structure = tuple(pytree.flatten(a)[1] if k not in self.static_argnums and pytree.needs_structure(a) else None
+                          for k, a in enumerate(args))
+        if not any(s is not None for s in structure):
+            return self.request, args, ()
+        flat = tuple(tuple(pytree.flatten(a)[0]) if s is not None else a for a, s in zip(args, structure, strict=True))
+        request = self._structured.get(structure)
+        if request is None:
+            r = self.request
+            request = self._structured[structure] = Request(r.root, r.products, r.static_argnums, r.params,
+                                                            r.root_name, structure)
+        return request, flat, structure
+
+    def _rebuilt(self, result, structure: tuple, single_output: bool):
+        """``result`` with each differentiated container argument's per-leaf results
+        put back into its container (the outermost product's argument structure)."""
+        spec = self.spec
+        if spec.kind in ("jit", "jvp", "divergence", "laplacian"):
+            return result
+        shapes = [structure[a] if a < len(structure) else None for a in spec.argnums]
+
+        def per_argnum(value):
+            parts = list(value) if spec.tuple_argnums else [value]
+            parts = [p if s is None else pytree.unflatten(s, p) for p, s in zip(parts, shapes, strict=True)]
+            return tuple(parts) if spec.tuple_argnums else parts[0]
+
+        if spec.kind in ("grad", "vjp", "hvp"):
+            return per_argnum(result)
+        single = single_output
+        outs = [result] if single else list(result)
+        if spec.kind == "jacobian":
+            outs = [per_argnum(o) for o in outs]
+        else:  # hessian: [argnum][argnum], each a container's per-leaf tuple where it is one
+            def columns(row):  # one row: per second argnum
+                return per_argnum(row)
+
+            def hessian(o):
+                rows = list(o) if spec.tuple_argnums else [o]
+                fixed = [columns(r) if s is None else pytree.unflatten(s, [columns(x) for x in r])
+                         for r, s in zip(rows, shapes, strict=True)]
+                return tuple(fixed) if spec.tuple_argnums else fixed[0]
+            outs = [hessian(o) for o in outs]
+        return outs[0] if single else tuple(outs)
 
     def _apply_traced(self, args: list):
         """Inside another trace: the result as part of the caller's graph."""
@@ -199,7 +256,8 @@ class Transform:
         [w*cos(x_0),          0],
         [         0, w*cos(x_1)]])
         """
-        return display.symbolic(self.request, self.bind(args, kwargs))
+        request, flat, _ = self._flattened(self.bind(args, kwargs))
+        return display.symbolic(request, flat)
 
     def sparsity(self, *args, **kwargs):
         """The exact structural nonzero pattern of a Jacobian or Hessian for
@@ -233,7 +291,7 @@ class Transform:
         >>> sj.grad(lambda x: np.sum(x ** 2)).info(np.zeros(3)).tier in ("kernel", "tape")
         True
         """
-        return dispatch.compiled_for(self.request, self.bind(args, kwargs)).info()
+        return dispatch.compiled_for(*self._flattened(self.bind(args, kwargs))[:2]).info()
 
     def compile(self, *args, **kwargs):
         """Compile (or load from disk) the specialised kernel for these shapes
@@ -243,7 +301,7 @@ class Transform:
         >>> sj.grad(lambda x: np.sum(x ** 2)).compile(np.zeros(3)).tier
         'kernel'
         """
-        compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
+        compiled = dispatch.compiled_for(*self._flattened(self.bind(args, kwargs))[:2])
         compiled.load_kernel()
         native.settle()  # a large kernel serves its quick code first: wait for the optimised code too
         return compiled.info()
@@ -267,7 +325,7 @@ class Transform:
         >>> "fmul double" in sj.grad(lambda x: np.sum(x ** 2)).source(np.zeros(2), llvm=True)
         True
         """
-        compiled = dispatch.compiled_for(self.request, self.bind(args, kwargs))
+        compiled = dispatch.compiled_for(*self._flattened(self.bind(args, kwargs))[:2])
         text = compiled.llvm_ir() if llvm else compiled.source
         return display.Source(text if compiled.path is None else f"# {compiled.path}\n{text}")
 
@@ -282,7 +340,8 @@ class Transform:
           H[0, 0] = 6*x_0
           H[1, 1] = 6*x_1
         """
-        return display.shown(self.request, self.bind(args, kwargs), limit)
+        request, flat, _ = self._flattened(self.bind(args, kwargs))
+        return display.shown(request, flat, limit)
 
     def __repr__(self) -> str:
         return f"<symjac {self.kind} of {self.fn_name}>"

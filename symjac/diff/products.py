@@ -31,6 +31,7 @@ import numpy as np
 from .._config import LIMITS
 from .._errors import ArgumentError, NonScalarOutputError, ResourceLimitError, ShapeError
 from ..ir import graph as g
+from ..trace import pytree
 from ..trace.symarray import SymArray, from_object_array
 from ..trace.tracer import Traced, call_traced, fresh_variables
 from . import accumulate as _diff
@@ -102,18 +103,70 @@ class _Variables:
     def __init__(self, args: list, argnums: tuple[int, ...], top: bool):
         self.call_args = list(args)
         self.arrays: list[SymArray] = []
+        self.counts: list[int | None] = []  # per argnum: None (one array) or its tuple's length
+        self.structures: list = []  # per argnum: its container's structure, or None
+        self.top = top
         self.back: dict = {}
         for a in argnums:
-            arr = from_object_array(args[a])
-            if not top:
-                fresh = fresh_variables(arr)
-                self.back.update(zip(fresh.elems.reshape(-1), arr.elems.reshape(-1), strict=True))
-                arr = fresh
-            if arr.dtype.kind != "f":
-                arr = SymArray(arr.elems, np.float64)
-            self.call_args[a] = arr
-            self.arrays.append(arr)
+            if pytree.is_container(args[a]):  # a tuple, dict, ... of arrays: a variable per leaf
+                parts, structure = pytree.flatten(args[a])
+                made = [self._variable(part, top) for part in parts]
+                self.call_args[a] = pytree.unflatten(structure, made)
+                self.counts.append(len(parts))
+                self.structures.append(structure)
+            else:
+                made = [self._variable(args[a], top)]
+                self.call_args[a] = made[0]
+                self.counts.append(None)
+                self.structures.append(None)
+            self.arrays.extend(made)
         self.wrt = _flat(self.arrays)
+
+    def _variable(self, value, top: bool) -> SymArray:
+        arr = from_object_array(value)
+        if not top:
+            fresh = fresh_variables(arr)
+            self.back.update(zip(fresh.elems.reshape(-1), arr.elems.reshape(-1), strict=True))
+            arr = fresh
+        if arr.dtype.kind != "f":
+            arr = SymArray(arr.elems, np.float64)
+        return arr
+
+    def group(self, flat: list) -> list:
+        """One entry per argnum from one per variable: a tuple argument's parts as a tuple."""
+        out, it = [], iter(flat)
+        for n, structure in zip(self.counts, self.structures, strict=True):
+            if n is None:
+                out.append(next(it))
+                continue
+            parts = [next(it) for _ in range(n)]
+            # at the top the runtime takes a tuple (the API rebuilds the container); inside another
+            # trace the caller's code gets the container itself (a dict of gradients)
+            out.append(tuple(parts) if self.top else pytree.unflatten(structure, parts))
+        return out
+
+    def tangents(self, spec: Spec, vectors: list, out_shape, kind: str) -> list:
+        """The tangent of each variable (``vectors``: one per argnum, a tuple for a tuple
+        argument), shapes checked."""
+        flat, variables = [], iter(self.arrays)
+        for n, vec in zip(self.counts, vectors, strict=True):
+            if n is None:
+                arr = next(variables)
+                _check_vector(kind, vec, arr.shape, out_shape, "v", "the input's")
+                flat.append(vec)
+                continue
+            parts = pytree.flatten(vec)[0] if pytree.is_container(vec) else [vec]
+            if len(parts) != n:
+                raise ArgumentError(
+                    f"{kind}: the tangent v of an argument that is a container of {n} arrays must be a "
+                    f"container like it, of {n} arrays shaped like its; got {type(vec).__name__} of "
+                    f"{len(parts)}."
+                )
+            for part in parts:
+                arr = next(variables)
+                _check_vector(kind, part, arr.shape, None, "v", "the input's")
+                flat.append(part)
+        return flat
 
     def restore(self, arrays: list[SymArray]) -> list[SymArray]:
         """Put the caller's expressions back in place of the placeholders."""
@@ -150,12 +203,12 @@ def _check_vector(kind: str, given, expected: tuple, other: tuple, name: str, wh
     if tuple(shape) == tuple(expected):
         return
     hint = ""
-    if kind == "vjp" and tuple(shape) == tuple(other):
+    if kind == "vjp" and other is not None and tuple(shape) == tuple(other):
         hint = (
             " A vector shaped like the input belongs to jvp, which computes J·v "
             "(jvp: v[j] tangent, result shaped like the output)."
         )
-    elif kind in ("jvp", "hvp") and tuple(shape) == tuple(other):
+    elif kind in ("jvp", "hvp") and other is not None and tuple(shape) == tuple(other):
         hint = (
             " A vector shaped like the output belongs to vjp, which computes uᵀ·J "
             "(vjp: g[j] = Σ_i u[i] ∂y[i]/∂x[j], result shaped like the input)."
@@ -276,14 +329,16 @@ def _sparse_blocks(entries: dict, outs, ins, dtype_of, format: str) -> list[list
     ]
 
 
-def _structure(traced: Traced, spec: Spec, blocks: list[list]):
-    """Results nested as JAX does: [output][argnum], collapsing single levels."""
-    per_out = [b if spec.tuple_argnums else b[0] for b in blocks]
+def _structure(traced: Traced, spec: Spec, blocks: list[list], var: _Variables):
+    """Results nested as JAX does: [output][argnum], collapsing single levels
+    (``blocks``: [output][variable]; a tuple argument's variables become a tuple)."""
+    per_out = [_per_input(spec, b, var) for b in blocks]
     return per_out[0] if traced.single else tuple(per_out)
 
 
-def _per_input(spec: Spec, arrays: list):
-    return tuple(arrays) if spec.tuple_argnums else arrays[0]
+def _per_input(spec: Spec, arrays: list, var: _Variables):
+    grouped = var.group(arrays)
+    return tuple(grouped) if spec.tuple_argnums else grouped[0]
 
 
 def _jacobian(p: Partial):
@@ -294,19 +349,18 @@ def _jacobian(p: Partial):
         return _derivative_dtype(o.dtype, a.dtype)
 
     if p.spec.sparse and p.top:
-        return _structure(p.traced, p.spec, _sparse_blocks(entries, outs, var.arrays, dtype_of, p.spec.sparse))
+        return _structure(p.traced, p.spec, _sparse_blocks(entries, outs, var.arrays, dtype_of, p.spec.sparse), var)
     blocks = _dense_blocks(entries, outs, var.arrays, dtype_of)
     flat_blocks = var.restore([b for row in blocks for b in row])
     n_in = len(var.arrays)
-    return _structure(p.traced, p.spec, [flat_blocks[k * n_in : (k + 1) * n_in] for k in range(len(outs))])
+    return _structure(p.traced, p.spec, [flat_blocks[k * n_in : (k + 1) * n_in] for k in range(len(outs))], var)
 
 
 def _jvp(p: Partial):
     var, outs = p.var, list(p.traced.arrays)
     out_shape = outs[0].shape if p.traced.single else None
     tangent = []
-    for arr, vec in zip(var.arrays, p.vectors, strict=True):
-        _check_vector("jvp", vec, arr.shape, out_shape, "v", "the input's")
+    for vec in var.tangents(p.spec, p.vectors, out_shape, "jvp"):
         tangent.extend(from_object_array(vec).elems.reshape(-1))
     result = _diff.jvp(_flat(outs), var.wrt, tangent)
     arrays = _unflatten(result, outs, lambda o: _derivative_dtype(o.dtype, *(a.dtype for a in var.arrays)))
@@ -328,7 +382,7 @@ def _vjp(p: Partial):
         cotangent.extend(from_object_array(vec).elems.reshape(-1))
     result = _diff.vjp(_flat(outs), var.wrt, cotangent)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
-    return _per_input(p.spec, var.restore(_unflatten(result, var.arrays, lambda a: dtype)))
+    return _per_input(p.spec, var.restore(_unflatten(result, var.arrays, lambda a: dtype)), var)
 
 
 def _grad(p: Partial):
@@ -336,7 +390,7 @@ def _grad(p: Partial):
     out = _scalar_output(p.traced, "grad")
     result = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
-    return _per_input(p.spec, arrays)
+    return _per_input(p.spec, arrays, var)
 
 
 def _hessian(p: Partial):
@@ -358,11 +412,11 @@ def _hessian(p: Partial):
         per_out = []
         for k, o in enumerate(outs):
             nested = [
-                tuple(SymSparse((o.size * a.size, b.size), split.get((k, m, q), {}), dtype, spec.sparse,
-                                mirror=o.size == 1 and m == q) for q, b in enumerate(ins))
+                [SymSparse((o.size * a.size, b.size), split.get((k, m, q), {}), dtype, spec.sparse,
+                           mirror=o.size == 1 and m == q) for q, b in enumerate(ins)]
                 for m, a in enumerate(ins)
             ]
-            per_out.append(tuple(nested) if spec.tuple_argnums else nested[0][0])
+            per_out.append(_pairs(spec, nested, var))
         return per_out[0] if p.traced.single else tuple(per_out)
     for o in outs:
         for a in ins:
@@ -380,21 +434,27 @@ def _hessian(p: Partial):
     n = len(ins)
     it = iter(flat)
     nested = [[[next(it) for _ in range(n)] for _ in range(n)] for _ in outs]
-    per_out = [tuple(tuple(row) for row in h) if spec.tuple_argnums else h[0][0] for h in nested]
+    per_out = [_pairs(spec, h, var) for h in nested]
     return per_out[0] if p.traced.single else tuple(per_out)
+
+
+def _pairs(spec: Spec, blocks: list[list], var: _Variables):
+    """A Hessian's blocks[variable][variable] as [argnum][argnum] (a tuple argument's
+    variables as tuples), single levels collapsed."""
+    rows = var.group([_per_input(spec, row, var) for row in blocks])
+    return tuple(rows) if spec.tuple_argnums else rows[0]
 
 
 def _hvp(p: Partial):
     var = p.var
     out = _scalar_output(p.traced, "hvp")
     tangent = []
-    for arr, vec in zip(var.arrays, p.vectors, strict=True):
-        _check_vector("hvp", vec, arr.shape, None, "v", "the input's")
+    for vec in var.tangents(p.spec, p.vectors, None, "hvp"):
         tangent.extend(from_object_array(vec).elems.reshape(-1))
     gradient = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     result = _diff.jvp(gradient, var.wrt, tangent)
     arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
-    return _per_input(p.spec, arrays)
+    return _per_input(p.spec, arrays, var)
 
 
 def _divergence(p: Partial):

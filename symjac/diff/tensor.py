@@ -23,6 +23,7 @@ import numpy as np
 from .._errors import ArgumentError, ShapeError
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
+from ..trace import pytree
 from ..trace.tensor import TArray, as_node
 from ..trace.tracer import Traced, call_traced_arrays
 from . import products
@@ -47,16 +48,66 @@ class _Variables:
     def __init__(self, args: list, argnums: tuple, top: bool):
         self.call_args = list(args)
         self.nodes: list[t.Node] = []
+        self.counts: list[int | None] = []  # per argnum: None (one array) or its tuple's length
+        self.structures: list = []  # per argnum: its container's structure, or None
+        self.top = top
         self.back: dict = {}
         for a in argnums:
-            x = as_node(args[a])
-            if top and x.op == "input":
-                v = _float(x)
+            if pytree.is_container(args[a]):  # a tuple, dict, ... of arrays: a variable per leaf
+                parts, structure = pytree.flatten(args[a])
+                made = [self._variable(part, top) for part in parts]
+                self.call_args[a] = pytree.unflatten(structure, [TArray(v) for v in made])
+                self.counts.append(len(parts))
+                self.structures.append(structure)
             else:
-                v = _placeholder(x, "var", x.dtype if x.dtype.kind == "f" else np.float64)
-                self.back[v] = _float(x)
-            self.call_args[a] = TArray(v)
-            self.nodes.append(v)
+                made = [self._variable(args[a], top)]
+                self.call_args[a] = TArray(made[0])
+                self.counts.append(None)
+                self.structures.append(None)
+            self.nodes.extend(made)
+
+    def _variable(self, value, top: bool) -> t.Node:
+        x = as_node(value)
+        if top and x.op == "input":
+            return _float(x)
+        v = _placeholder(x, "var", x.dtype if x.dtype.kind == "f" else np.float64)
+        self.back[v] = _float(x)
+        return v
+
+    def group(self, flat: list) -> list:
+        """One entry per argnum from one per variable: a tuple argument's parts as a tuple."""
+        out, it = [], iter(flat)
+        for n, structure in zip(self.counts, self.structures, strict=True):
+            if n is None:
+                out.append(next(it))
+                continue
+            parts = [next(it) for _ in range(n)]
+            # at the top the runtime takes a tuple (the API rebuilds the container); inside another
+            # trace the caller's code gets the container itself (a dict of gradients)
+            out.append(tuple(parts) if self.top else pytree.unflatten(structure, parts))
+        return out
+
+    def tangents(self, vectors: list, out_shape, kind: str) -> list:
+        """One tangent node per variable, shapes checked (see ``products._Variables.tangents``)."""
+        flat, variables = [], iter(self.nodes)
+        for n, vec in zip(self.counts, vectors, strict=True):
+            if n is None:
+                x = next(variables)
+                _check_vector(kind, vec, x.shape, out_shape, "v", "the input's")
+                flat.append(_float(as_node(vec)))
+                continue
+            parts = pytree.flatten(vec)[0] if pytree.is_container(vec) else [vec]
+            if len(parts) != n:
+                raise ArgumentError(
+                    f"{kind}: the tangent v of an argument that is a container of {n} arrays must be a "
+                    f"container like it, of {n} arrays shaped like its; got {type(vec).__name__} of "
+                    f"{len(parts)}."
+                )
+            for part in parts:
+                x = next(variables)
+                _check_vector(kind, part, x.shape, None, "v", "the input's")
+                flat.append(_float(as_node(part)))
+        return flat
 
     def restore(self, nodes: list) -> list:
         if not self.back:
@@ -125,8 +176,8 @@ def _jit(spec, traced: Traced, var, vectors):
     return traced.pack([o.node for o in traced.arrays])
 
 
-def _structure(traced: Traced, spec: Spec, blocks):
-    per_out = [tuple(b) if spec.tuple_argnums else b[0] for b in blocks]
+def _structure(traced: Traced, spec: Spec, blocks, var):
+    per_out = [_per_input(spec, b, var) for b in blocks]
     return per_out[0] if traced.single else tuple(per_out)
 
 
@@ -140,16 +191,13 @@ def _jacobian(spec, traced: Traced, var, vectors):
             for k, o in enumerate(outs) for m, x in enumerate(var.nodes)]
     flat = var.restore(flat)
     n = len(var.nodes)
-    return _structure(traced, spec, [flat[k * n:(k + 1) * n] for k in range(len(outs))])
+    return _structure(traced, spec, [flat[k * n:(k + 1) * n] for k in range(len(outs))], var)
 
 
 def _jvp(spec, traced: Traced, var, vectors):
     outs = [o.node for o in traced.arrays]
     out_shape = outs[0].shape if traced.single else None
-    seeds = {}
-    for x, v in zip(var.nodes, vectors, strict=True):
-        _check_vector("jvp", v, x.shape, out_shape, "v", "the input's")
-        seeds[x] = _float(as_node(v))
+    seeds = dict(zip(var.nodes, var.tangents(vectors, out_shape, "jvp"), strict=True))
     tangents = rules.forward(outs, seeds)
     dtype_in = [x.dtype for x in var.nodes]
     result = [_zeros_if_none(tangents.get(o), o.shape, _derivative_dtype(o.dtype, *dtype_in)) for o in outs]
@@ -173,18 +221,19 @@ def _vjp(spec, traced: Traced, var, vectors):
     cts = rules.reverse(seeds, var.nodes)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in var.nodes))
     result = [_zeros_if_none(cts[x], x.shape, dtype) for x in var.nodes]
-    return _per_input(spec, var.restore(result))
+    return _per_input(spec, var.restore(result), var)
 
 
-def _per_input(spec: Spec, arrays: list):
-    return tuple(arrays) if spec.tuple_argnums else arrays[0]
+def _per_input(spec: Spec, arrays: list, var):
+    grouped = var.group(arrays)
+    return tuple(grouped) if spec.tuple_argnums else grouped[0]
 
 
 def _grad(spec, traced: Traced, var, vectors):
     out = _scalar_output(traced, "grad").node
     grads = _gradient(out, var.nodes)
     result = [_zeros_if_none(gr, x.shape, _derivative_dtype(out.dtype, x.dtype)) for gr, x in zip(grads, var.nodes, strict=True)]
-    return _per_input(spec, var.restore(result))
+    return _per_input(spec, var.restore(result), var)
 
 
 def _hessian(spec, traced: Traced, var, vectors):
@@ -207,21 +256,21 @@ def _hessian(spec, traced: Traced, var, vectors):
     flat = var.restore([h for per_a in nested for row in per_a for h in row])
     it = iter(flat)
     nested = [[[next(it) for _ in xs] for _ in xs] for _ in outs]
-    per_out = [tuple(tuple(row) for row in h) if spec.tuple_argnums else h[0][0] for h in nested]
+    per_out = []
+    for h in nested:
+        rows = var.group([_per_input(spec, row, var) for row in h])
+        per_out.append(tuple(rows) if spec.tuple_argnums else rows[0])
     return per_out[0] if traced.single else tuple(per_out)
 
 
 def _hvp(spec, traced: Traced, var, vectors):
     out = _scalar_output(traced, "hvp").node
-    seeds = {}
-    for x, v in zip(var.nodes, vectors, strict=True):
-        _check_vector("hvp", v, x.shape, None, "v", "the input's")
-        seeds[x] = _float(as_node(v))
+    seeds = dict(zip(var.nodes, var.tangents(vectors, None, "hvp"), strict=True))
     grads = [gr for gr in _gradient(out, var.nodes)]
     tangents = rules.forward([gr for gr in grads if gr is not None], seeds)
     result = [_zeros_if_none(None if gr is None else tangents.get(gr), x.shape, _derivative_dtype(out.dtype, x.dtype))
               for gr, x in zip(grads, var.nodes, strict=True)]
-    return _per_input(spec, var.restore(result))
+    return _per_input(spec, var.restore(result), var)
 
 
 def _trace_of(block: t.Node | None, x: t.Node, dtype) -> t.Node:
@@ -272,9 +321,10 @@ _FINISH: dict[str, Callable] = {
 }
 
 
-def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False):
+def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, single: list | None = None):
     """``root`` under the products ``chain`` (outermost first) on TArray
-    arguments: the result's nodes, nested as the transform returns them."""
+    arguments: the result's nodes, nested as the transform returns them
+    (``single``: gets whether the traced function returned one array)."""
     spec = chain[0]
     if spec.sparse:
         raise products.ArgumentError("sparse results are built on the scalar tier")
@@ -296,17 +346,22 @@ def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False):
 
     if spec.kind == "jit":
         traced = call_traced_arrays(fn, primal)
+        if single is not None:
+            single.append(traced.single)
         return _jit(spec, traced, None, None)
     var = _Variables(primal, spec.argnums, top)
     traced = call_traced_arrays(fn, var.call_args)
+    if single is not None:
+        single.append(traced.single)
     return _FINISH[spec.kind](spec, traced, var, vectors)
 
 
 def wrap(result):
-    """Nodes (nested in tuples) as TArrays."""
+    """Nodes (nested in tuples, or in a container argument's structure) as TArrays."""
     if isinstance(result, t.Node):
         return TArray(result)
-    return tuple(wrap(r) for r in result)
+    leaves, structure = pytree.flatten(result)
+    return pytree.unflatten(structure, [wrap(leaf) for leaf in leaves])
 
 
 def flatten(result) -> list[t.Node]:

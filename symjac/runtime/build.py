@@ -78,7 +78,7 @@ def _trace(request: Request, args: Sequence) -> tuple[products.Partial, Leaves]:
                 )
             symbols[sym] = (n, flat)
         placeholders.append(SymArray(elems, spec.dtype))
-    call_args = call_arguments(args, shape_of_args, placeholders)
+    call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
     leaves = Leaves(positions, leaf_names, specs, symbols, _compute_dtype(specs))
     return products.trace(request.products, request.root, call_args), leaves
 
@@ -203,10 +203,12 @@ def _program(request: Request, args: Sequence, budget: int | None = None) -> tup
             compiled = warm.load(entry, request, leaves.parameters, [s.shape for s in leaves.specs])
             if compiled is not None:
                 compiled.limit_integers(*limit)
+                compiled.single_output = partial.traced.single
                 return compiled, True
         built = _finish(partial, leaves)
     compiled = generate(request, built)
     compiled.limit_integers(*limit)
+    compiled.single_output = partial.traced.single
     if entry is not None:
         warm.save(entry, compiled)
     return compiled, False

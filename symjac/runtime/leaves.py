@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..trace import pytree
 from ..trace.tracer import ArgSpec, spec_of
 from .request import Request
 
@@ -31,11 +32,16 @@ def leaf_layout(request: Request, args: Sequence) -> tuple[list, list, list[ArgS
     return positions, leaf_names, specs, shape_of_args
 
 
-def call_arguments(args: Sequence, shape_of_args: list, placeholders: list) -> list:
+def call_arguments(args: Sequence, shape_of_args: list, placeholders: list, structure: tuple = ()) -> list:
     """The arguments a trace calls the function with: the placeholders in
-    place of the runtime inputs, static arguments as they are."""
+    place of the runtime inputs (a container argument's rebuilt around them,
+    ``structure``: see ``Request.structure``), static arguments as they are."""
     it = iter(placeholders)
-    return [
+    out = [
         a if n is None else tuple(next(it) for _ in range(n)) if n else next(it)
         for a, n in zip(args, shape_of_args, strict=True)
     ]
+    for k, s in enumerate(structure):
+        if s is not None and k < len(out):
+            out[k] = pytree.unflatten(s, out[k])
+    return out

@@ -52,6 +52,9 @@ class Request:
     static_argnums: frozenset[int]  #: positions traced as constants (part of the cache key)
     params: tuple[str, ...]  #: the function's positional parameter names
     root_name: str  #: the function's name, for people ("rosen", "lambda")
+    #: per argument position, the container (``trace.pytree``) whose leaves the runtime
+    #: receives as a tuple, or None; () when no argument is a container
+    structure: tuple = ()
     kernel_base: str = field(init=False)  #: "jacobian_of_grad_of_rosen": an identifier
     title: str = field(init=False)  #: "jacobian (argnums=0) of rosen": identifiers and numbers only
     table: store.KernelTable = field(init=False)  #: this transform's programs in memory
@@ -68,8 +71,8 @@ class Request:
 
     @property
     def chain(self) -> tuple:
-        """The products and static positions: what distinguishes this request's programs."""
-        return (self.products, tuple(sorted(self.static_argnums)))
+        """The products, static positions and containers: what distinguishes this request's programs."""
+        return (self.products, tuple(sorted(self.static_argnums)), self.structure)
 
     @property
     def kind(self) -> str:
@@ -96,4 +99,5 @@ class Request:
         """The request for the values of what the first product differentiates
         (``f`` for ``jacobian(f)``, ``grad(f)`` for ``jacobian(grad(f))``)."""
         jit = Spec("jit", (), False, 0)
-        return Request(self.root, (jit,) + self.products[1:], self.static_argnums, self.params, self.root_name)
+        return Request(self.root, (jit,) + self.products[1:], self.static_argnums, self.params, self.root_name,
+                       self.structure)

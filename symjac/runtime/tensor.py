@@ -40,20 +40,24 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
         with tt.active():
             placeholders = [tt.TArray(t.input_(k, name, s.shape, s.dtype)) for k, (name, s)
                             in enumerate(zip(names, specs, strict=True))]
-            call_args = call_arguments(args, shape_of_args, placeholders)
-            result = dt.apply(request.products, request.root, call_args, top=True)
+            call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
+            single: list = []
+            result = dt.apply(request.products, request.root, call_args, top=True, single=single)
     except ResourceLimitError:
         raise
     except Exception as exc:  # the scalar tier traces it, or explains why it cannot
         return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
             f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
-    return TensorProgram(request, positions, names, specs, result, dtype, ""), ""
+    program = TensorProgram(request, positions, names, specs, result, dtype, "")
+    program.single_output = single[0]
+    return program, ""
 
 
 class TensorProgram:
     """An array-tier program for one set of argument shapes: NumPy steps."""
 
     tier = "array"
+    single_output = True  #: the traced function returns one array (not a tuple of them)
 
     def __init__(self, request: Request, positions, names, specs, result, dtype, why: str):
         self.request = request
