@@ -23,7 +23,6 @@ import numpy as np
 
 from ..ir import ops as _ops
 from ..ir import tensor as t
-from . import blas
 from . import program as _program
 
 # ----- element functions ------------------------------------------------------------------------
@@ -455,30 +454,6 @@ def _reduce(kind: str, axes: tuple):
     return lambda x: fn(x, axis=axes)
 
 
-def _on_one_thread(fn):
-    """``fn`` with NumPy's BLAS on one thread (a small product in a program with large ones)."""
-    setter, getter = blas._find()
-    if setter is None:
-        return fn
-
-    def run(*args, **kwargs):
-        before = getter()
-        if before == 1:
-            return fn(*args, **kwargs)
-        setter(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            setter(before)
-    return run
-
-
-def _multiply_adds(n: t.Node) -> int:
-    """A product's multiply-adds: the product of every index's size."""
-    sizes = n.param.size_of()
-    return math.prod(sizes[c] for c in set("".join(n.param.subs)))
-
-
 #: operations whose result is a view of an operand (never handed out as a result)
 VIEWS = ("reshape", "slice")
 
@@ -547,8 +522,6 @@ class Plan:
                     if pooled is not None:
                         releases.setdefault(storage_end.get(n, len(order)), []).append(k)
                     free = [slot[a] for a in set(n.args) if last_use.get(slot[a]) == k and a not in known]
-                    if n.op == "einsum" and len(n.args) == 2 and _multiply_adds(n) < blas.SERIAL_BELOW:
-                        fn = _on_one_thread(fn)
                     self.steps.append((fn, [slot[a] for a in n.args], k, free, pooled))
                     continue
                 self.fixed.append((k, known[n]))
@@ -563,9 +536,6 @@ class Plan:
             origins.add(origin)
         self.n_leaves = n_leaves
         self.n_steps = len(self.steps)
-        # the largest product's multiply-adds: a program of small products runs BLAS on one thread
-        products = [_multiply_adds(n) for n in order if n.op == "einsum" and len(n.args) == 2 and n not in known]
-        self.serial = max(products, default=0) < blas.SERIAL_BELOW
         self._pools = threading.local()
 
     def _function(self, n: t.Node):
@@ -618,18 +588,6 @@ class Plan:
         return run, pooled
 
     def run(self, leaves: Sequence[np.ndarray]) -> list[np.ndarray]:
-        if self.serial:
-            setter, getter = blas._find()
-            if setter is not None:
-                before = getter()
-                setter(1)
-                try:
-                    return self._run(leaves)
-                finally:
-                    setter(before)
-        return self._run(leaves)
-
-    def _run(self, leaves: Sequence[np.ndarray]) -> list[np.ndarray]:
         pool = getattr(self._pools, "pool", None)
         if pool is None:
             pool = self._pools.pool = Pool()

@@ -96,30 +96,90 @@ def _flat(arrays: Sequence[SymArray]) -> list:
     return [e for a in arrays for e in a.elems.reshape(-1)]
 
 
-class _Variables:
+class Variables:
+    """The differentiated arguments, one variable per array: a container argument
+    (a tuple, a dict of weights: ``trace.pytree``) has one per leaf, and the
+    function is called with the container rebuilt around them.  Each tier says
+    how a value becomes a variable (``variable``) and how the function sees one
+    (``wrap``); results per variable are grouped back per argnum (:meth:`group`)."""
+
+    def __init__(self, args: list, argnums: tuple[int, ...], top: bool, variable, wrap):
+        self.call_args = list(args)
+        self.variables: list = []
+        self.counts: list[int | None] = []  # per argnum: None (one array) or its container's leaf count
+        self.structures: list = []  # per argnum: its container's structure, or None
+        self.top = top
+        for a in argnums:
+            if pytree.is_container(args[a]):
+                parts, structure = pytree.flatten(args[a])
+                made = [variable(part) for part in parts]
+                self.call_args[a] = pytree.unflatten(structure, [wrap(v) for v in made])
+                self.counts.append(len(parts))
+                self.structures.append(structure)
+            else:
+                made = [variable(args[a])]
+                self.call_args[a] = wrap(made[0])
+                self.counts.append(None)
+                self.structures.append(None)
+            self.variables.extend(made)
+
+    def group(self, flat: list) -> list:
+        """One entry per argnum from one per variable: a container argument's as a
+        tuple at the top (the runtime takes tuples; the API rebuilds the container),
+        as the container itself inside another trace (the caller's code gets a dict
+        of gradients)."""
+        out, it = [], iter(flat)
+        for n, structure in zip(self.counts, self.structures, strict=True):
+            if n is None:
+                out.append(next(it))
+                continue
+            parts = [next(it) for _ in range(n)]
+            out.append(tuple(parts) if self.top else pytree.unflatten(structure, parts))
+        return out
+
+    def vectors(self, vectors: list, out_shape, kind: str) -> list:
+        """The tangent of each variable from ``vectors`` (one per argnum, shaped like
+        it: a container for a container), shapes checked."""
+        flat, variables = [], iter(self.variables)
+        for n, vec in zip(self.counts, vectors, strict=True):
+            if n is None:
+                _check_vector(kind, vec, next(variables).shape, out_shape, "v", "the input's")
+                flat.append(vec)
+                continue
+            parts = pytree.flatten(vec)[0] if pytree.is_container(vec) else [vec]
+            if len(parts) != n:
+                raise ArgumentError(
+                    f"{kind}: the tangent v of an argument that is a container of {n} arrays must be a "
+                    f"container like it, of {n} arrays shaped like its; got {type(vec).__name__} of "
+                    f"{len(parts)}."
+                )
+            for part in parts:
+                _check_vector(kind, part, next(variables).shape, None, "v", "the input's")
+                flat.append(part)
+        return flat
+
+
+def output_vectors(traced: Traced, u, in_shape) -> list:
+    """vjp's cotangent ``u`` as one vector per output, shapes checked."""
+    us = [u] if traced.single else list(u) if isinstance(u, (tuple, list)) else None
+    if us is None or len(us) != len(traced.arrays):
+        raise ArgumentError(
+            f"vjp: the function returns {len(traced.arrays)} outputs, so u must be a tuple of "
+            f"{len(traced.arrays)} arrays shaped like them."
+        )
+    for out, vec in zip(traced.arrays, us, strict=True):
+        _check_vector("vjp", vec, out.shape, in_shape, "u", "the output's")
+    return us
+
+
+class _Variables(Variables):
     """The differentiated arguments as Symbols, swapped for fresh placeholders
     when the transform runs inside another trace."""
 
     def __init__(self, args: list, argnums: tuple[int, ...], top: bool):
-        self.call_args = list(args)
-        self.arrays: list[SymArray] = []
-        self.counts: list[int | None] = []  # per argnum: None (one array) or its tuple's length
-        self.structures: list = []  # per argnum: its container's structure, or None
-        self.top = top
         self.back: dict = {}
-        for a in argnums:
-            if pytree.is_container(args[a]):  # a tuple, dict, ... of arrays: a variable per leaf
-                parts, structure = pytree.flatten(args[a])
-                made = [self._variable(part, top) for part in parts]
-                self.call_args[a] = pytree.unflatten(structure, made)
-                self.counts.append(len(parts))
-                self.structures.append(structure)
-            else:
-                made = [self._variable(args[a], top)]
-                self.call_args[a] = made[0]
-                self.counts.append(None)
-                self.structures.append(None)
-            self.arrays.extend(made)
+        super().__init__(args, argnums, top, lambda value: self._variable(value, top), lambda v: v)
+        self.arrays: list[SymArray] = self.variables
         self.wrt = _flat(self.arrays)
 
     def _variable(self, value, top: bool) -> SymArray:
@@ -131,42 +191,6 @@ class _Variables:
         if arr.dtype.kind != "f":
             arr = SymArray(arr.elems, np.float64)
         return arr
-
-    def group(self, flat: list) -> list:
-        """One entry per argnum from one per variable: a tuple argument's parts as a tuple."""
-        out, it = [], iter(flat)
-        for n, structure in zip(self.counts, self.structures, strict=True):
-            if n is None:
-                out.append(next(it))
-                continue
-            parts = [next(it) for _ in range(n)]
-            # at the top the runtime takes a tuple (the API rebuilds the container); inside another
-            # trace the caller's code gets the container itself (a dict of gradients)
-            out.append(tuple(parts) if self.top else pytree.unflatten(structure, parts))
-        return out
-
-    def tangents(self, spec: Spec, vectors: list, out_shape, kind: str) -> list:
-        """The tangent of each variable (``vectors``: one per argnum, a tuple for a tuple
-        argument), shapes checked."""
-        flat, variables = [], iter(self.arrays)
-        for n, vec in zip(self.counts, vectors, strict=True):
-            if n is None:
-                arr = next(variables)
-                _check_vector(kind, vec, arr.shape, out_shape, "v", "the input's")
-                flat.append(vec)
-                continue
-            parts = pytree.flatten(vec)[0] if pytree.is_container(vec) else [vec]
-            if len(parts) != n:
-                raise ArgumentError(
-                    f"{kind}: the tangent v of an argument that is a container of {n} arrays must be a "
-                    f"container like it, of {n} arrays shaped like its; got {type(vec).__name__} of "
-                    f"{len(parts)}."
-                )
-            for part in parts:
-                arr = next(variables)
-                _check_vector(kind, part, arr.shape, None, "v", "the input's")
-                flat.append(part)
-        return flat
 
     def restore(self, arrays: list[SymArray]) -> list[SymArray]:
         """Put the caller's expressions back in place of the placeholders."""
@@ -360,7 +384,7 @@ def _jvp(p: Partial):
     var, outs = p.var, list(p.traced.arrays)
     out_shape = outs[0].shape if p.traced.single else None
     tangent = []
-    for vec in var.tangents(p.spec, p.vectors, out_shape, "jvp"):
+    for vec in var.vectors(p.vectors, out_shape, "jvp"):
         tangent.extend(from_object_array(vec).elems.reshape(-1))
     result = _diff.jvp(_flat(outs), var.wrt, tangent)
     arrays = _unflatten(result, outs, lambda o: _derivative_dtype(o.dtype, *(a.dtype for a in var.arrays)))
@@ -368,17 +392,10 @@ def _jvp(p: Partial):
 
 
 def _vjp(p: Partial):
-    var, outs, u = p.var, list(p.traced.arrays), p.vectors
-    us = [u] if p.traced.single else list(u) if isinstance(u, (tuple, list)) else None
-    if us is None or len(us) != len(outs):
-        raise ArgumentError(
-            f"vjp: the function returns {len(outs)} outputs, so u must be a tuple of "
-            f"{len(outs)} arrays shaped like them."
-        )
+    var, outs = p.var, list(p.traced.arrays)
     in_shape = var.arrays[0].shape if len(var.arrays) == 1 else None
     cotangent = []
-    for out, vec in zip(outs, us, strict=True):
-        _check_vector("vjp", vec, out.shape, in_shape, "u", "the output's")
+    for vec in output_vectors(p.traced, p.vectors, in_shape):
         cotangent.extend(from_object_array(vec).elems.reshape(-1))
     result = _diff.vjp(_flat(outs), var.wrt, cotangent)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
@@ -449,7 +466,7 @@ def _hvp(p: Partial):
     var = p.var
     out = _scalar_output(p.traced, "hvp")
     tangent = []
-    for vec in var.tangents(p.spec, p.vectors, None, "hvp"):
+    for vec in var.vectors(p.vectors, None, "hvp"):
         tangent.extend(from_object_array(vec).elems.reshape(-1))
     gradient = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
     result = _diff.jvp(gradient, var.wrt, tangent)

@@ -28,7 +28,7 @@ from ..trace.tensor import TArray, as_node
 from ..trace.tracer import Traced, call_traced_arrays
 from . import products
 from . import tensor_rules as rules
-from .products import Spec, _check_dense, _check_vector, _derivative_dtype, _per_argnum, _scalar_output
+from .products import Spec, _check_dense, _derivative_dtype, _per_argnum, _scalar_output
 
 _fresh = itertools.count()
 
@@ -41,30 +41,14 @@ def _float(n: t.Node) -> t.Node:
     return n if n.dtype.kind == "f" else t.cast(n, np.float64)
 
 
-class _Variables:
+class _Variables(products.Variables):
     """The differentiated arguments: placeholders the function is traced on,
     put back in place of the caller's nodes afterwards (inside another trace)."""
 
     def __init__(self, args: list, argnums: tuple, top: bool):
-        self.call_args = list(args)
-        self.nodes: list[t.Node] = []
-        self.counts: list[int | None] = []  # per argnum: None (one array) or its tuple's length
-        self.structures: list = []  # per argnum: its container's structure, or None
-        self.top = top
         self.back: dict = {}
-        for a in argnums:
-            if pytree.is_container(args[a]):  # a tuple, dict, ... of arrays: a variable per leaf
-                parts, structure = pytree.flatten(args[a])
-                made = [self._variable(part, top) for part in parts]
-                self.call_args[a] = pytree.unflatten(structure, [TArray(v) for v in made])
-                self.counts.append(len(parts))
-                self.structures.append(structure)
-            else:
-                made = [self._variable(args[a], top)]
-                self.call_args[a] = TArray(made[0])
-                self.counts.append(None)
-                self.structures.append(None)
-            self.nodes.extend(made)
+        super().__init__(args, argnums, top, lambda value: self._variable(value, top), TArray)
+        self.nodes: list[t.Node] = self.variables
 
     def _variable(self, value, top: bool) -> t.Node:
         x = as_node(value)
@@ -74,40 +58,9 @@ class _Variables:
         self.back[v] = _float(x)
         return v
 
-    def group(self, flat: list) -> list:
-        """One entry per argnum from one per variable: a tuple argument's parts as a tuple."""
-        out, it = [], iter(flat)
-        for n, structure in zip(self.counts, self.structures, strict=True):
-            if n is None:
-                out.append(next(it))
-                continue
-            parts = [next(it) for _ in range(n)]
-            # at the top the runtime takes a tuple (the API rebuilds the container); inside another
-            # trace the caller's code gets the container itself (a dict of gradients)
-            out.append(tuple(parts) if self.top else pytree.unflatten(structure, parts))
-        return out
-
     def tangents(self, vectors: list, out_shape, kind: str) -> list:
-        """One tangent node per variable, shapes checked (see ``products._Variables.tangents``)."""
-        flat, variables = [], iter(self.nodes)
-        for n, vec in zip(self.counts, vectors, strict=True):
-            if n is None:
-                x = next(variables)
-                _check_vector(kind, vec, x.shape, out_shape, "v", "the input's")
-                flat.append(_float(as_node(vec)))
-                continue
-            parts = pytree.flatten(vec)[0] if pytree.is_container(vec) else [vec]
-            if len(parts) != n:
-                raise ArgumentError(
-                    f"{kind}: the tangent v of an argument that is a container of {n} arrays must be a "
-                    f"container like it, of {n} arrays shaped like its; got {type(vec).__name__} of "
-                    f"{len(parts)}."
-                )
-            for part in parts:
-                x = next(variables)
-                _check_vector(kind, part, x.shape, None, "v", "the input's")
-                flat.append(_float(as_node(part)))
-        return flat
+        """One tangent node per variable (see ``products.Variables.vectors``)."""
+        return [_float(as_node(v)) for v in self.vectors(vectors, out_shape, kind)]
 
     def restore(self, nodes: list) -> list:
         if not self.back:
@@ -206,18 +159,9 @@ def _jvp(spec, traced: Traced, var, vectors):
 
 def _vjp(spec, traced: Traced, var, vectors):
     outs = [o.node for o in traced.arrays]
-    u = vectors
-    us = [u] if traced.single else list(u) if isinstance(u, (tuple, list)) else None
-    if us is None or len(us) != len(outs):
-        raise ArgumentError(
-            f"vjp: the function returns {len(outs)} outputs, so u must be a tuple of "
-            f"{len(outs)} arrays shaped like them."
-        )
     in_shape = var.nodes[0].shape if len(var.nodes) == 1 else None
-    seeds = []
-    for o, vec in zip(outs, us, strict=True):
-        _check_vector("vjp", vec, o.shape, in_shape, "u", "the output's")
-        seeds.append((o, _float(as_node(vec))))
+    us = products.output_vectors(traced, vectors, in_shape)
+    seeds = [(o, _float(as_node(vec))) for o, vec in zip(outs, us, strict=True)]
     cts = rules.reverse(seeds, var.nodes)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in var.nodes))
     result = [_zeros_if_none(cts[x], x.shape, dtype) for x in var.nodes]

@@ -53,7 +53,23 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
     return program, ""
 
 
-class TensorProgram:
+class _NothingToCompile:
+    """The lifecycle the runtime expects of a program (``runtime/kernel.py``), for
+    programs that run as NumPy steps: ready from the start."""
+
+    retired = False
+
+    def start(self) -> None:
+        pass
+
+    def load_kernel(self) -> None:
+        pass
+
+    def retire(self) -> None:
+        self.retired = True
+
+
+class TensorProgram(_NothingToCompile):
     """An array-tier program for one set of argument shapes: NumPy steps."""
 
     tier = "array"
@@ -74,7 +90,6 @@ class TensorProgram:
         self.why = why
         self.last_used = 0
         self.deferred = False
-        self.retired = False
         self.state = "ready"
         self.kernel = None
         self.path = None
@@ -107,17 +122,6 @@ class TensorProgram:
                 out = out.astype(dtype)
             results.append(out[()] if not batch and out.ndim == 0 else out)
         return results
-
-    # -- the lifecycle the runtime expects of a program (nothing to compile) --
-
-    def start(self) -> None:
-        pass
-
-    def load_kernel(self) -> None:
-        pass
-
-    def retire(self) -> None:
-        self.retired = True
 
     def serves_one(self, a) -> bool:
         return False
@@ -162,7 +166,7 @@ class TensorProgram:
         return plan
 
 
-class TensorBatch:
+class TensorBatch(_NothingToCompile):
     """A vmap of an array-tier program: the batched program, planned per batch size."""
 
     one_array = False
@@ -171,16 +175,6 @@ class TensorBatch:
         self.compiled = compiled
         self.batched = tuple(batched)
         compiled.batches.add(self)
-        self.retired = False
-
-    def start(self) -> None:
-        pass
-
-    def load_kernel(self) -> None:
-        pass
-
-    def retire(self) -> None:
-        self.retired = True
 
     def run(self, leaves: Sequence, size: int, chunk_size: int | None = None) -> list[np.ndarray]:
         compiled = self.compiled

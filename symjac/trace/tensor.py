@@ -431,6 +431,15 @@ def _basic(p) -> bool:
     return p is None or isinstance(p, slice) or (isinstance(p, (int, np.integer)) and not isinstance(p, bool))
 
 
+def _one(index, size: int, axis: int) -> slice:
+    """An integer index as the slice of its one entry (negative counts from the end)."""
+    i = int(index)
+    if not -size <= i < size:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+    i %= size
+    return slice(i, i + 1)
+
+
 def getitem(x: TArray, key) -> TArray:
     n = x.node
     parts = _expand_key(key, n.ndim)
@@ -445,11 +454,7 @@ def getitem(x: TArray, key) -> TArray:
                 slices.append(p)
                 shape.append(len(range(*p.indices(size))))
             else:
-                i = int(p)
-                if not -size <= i < size:
-                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-                i %= size
-                slices.append(slice(i, i + 1))
+                slices.append(_one(p, size, axis))
             axis += 1
         out = t.reshape(t.slice_(n, t.window_of(n.shape, slices)), tuple(shape))
         return TArray(out, is_view=True)
@@ -514,11 +519,7 @@ def setitem(n: t.Node, key, value) -> t.Node:
                 slices.append(p)
                 keep.append(True)
             else:
-                i = int(p)
-                if not -size <= i < size:
-                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-                i %= size
-                slices.append(slice(i, i + 1))
+                slices.append(_one(p, size, axis))
                 keep.append(False)
         win = t.window_of(n.shape, slices)
         region = tuple(c for c, k in zip(win.shape, keep, strict=True) if k)
