@@ -29,6 +29,7 @@ from ._api import jacobian as jacobian
 from ._api import jit as jit
 from ._api import jvp as jvp
 from ._api import laplacian as laplacian
+from ._api import value_and_grad as value_and_grad
 from ._api import vjp as vjp
 from ._caches import cache_info as cache_info
 from ._caches import clear_caches as clear_caches

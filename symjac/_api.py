@@ -51,7 +51,7 @@ class Transform:
     """
 
     def __init__(self, fn: Callable, kind: str, argnums=0, static_argnums=(), sparse: bool = False,
-                 format: str = "csr"):
+                 format: str = "csr", has_aux: bool = False, with_value: bool = False):
         if not callable(fn):
             raise ArgumentError(f"sj.{kind} needs a callable; got {type(fn).__name__}.")
         if isinstance(fn, Transform) and fn.kind == "jit":
@@ -83,7 +83,10 @@ class Transform:
             raise ArgumentError(f"format must be 'csr' or 'csc'; got {format!r}.")
         if sparse and kind not in ("jacobian", "hessian"):
             raise ArgumentError(f"sparse=True applies to jacobian and hessian, not {kind}.")
-        self.spec = Spec(kind, self.argnums, self.tuple_argnums, self.n_extra, format if sparse else None)
+        if has_aux and kind not in ("grad", "jacobian", "jvp", "vjp"):
+            raise ArgumentError(f"has_aux=True applies to grad, value_and_grad, jacobian, jvp and vjp, not {kind}.")
+        self.spec = Spec(kind, self.argnums, self.tuple_argnums, self.n_extra, format if sparse else None,
+                         bool(has_aux), bool(with_value))
         self.root = inner.root if inner else fn
         self.request = Request(
             self.root,
@@ -100,6 +103,7 @@ class Transform:
         self.__wrapped__ = fn
         self._table = self.request.table  # (the hot path reads it first)
         self._structured: dict = {}  # containers' structures -> the request taking their leaves
+        self._with_aux = has_aux or with_value  # results to rebuild (an auxiliary output, the value)
         # calls with a number of positional arguments in this range need no
         # binding (defaults left out stay defaults)
         n = self.n_params
@@ -181,8 +185,10 @@ class Transform:
                 request, flat, structure = self._flattened(args)
                 if request is not self.request:
                     result = dispatch.call(request, flat)
-                    return self._rebuilt(result, structure, dispatch.compiled_for(request, flat).single_output)
+                    return self._rebuilt(result, structure, dispatch.compiled_for(request, flat))
                 break
+        if self._with_aux:
+            return self._rebuilt(dispatch.call(self.request, args), (), dispatch.compiled_for(self.request, args))
         return dispatch.call(self.request, args)
 
     # ----- containers of arrays (pytrees) ---------------------------------------------
@@ -204,9 +210,25 @@ class Transform:
                                                             r.root_name, structure)
         return request, flat, structure
 
-    def _rebuilt(self, result, structure: tuple, single_output: bool):
+    def _rebuilt(self, result, structure: tuple, compiled):
         """``result`` with each differentiated container argument's per-leaf results
-        put back into its container (the outermost product's argument structure)."""
+        put back into its container (the outermost product's argument structure),
+        and an auxiliary output (``has_aux``) rebuilt from its leaves."""
+        spec = self.spec
+        if spec.has_aux or spec.with_value:
+            if spec.with_value:
+                head, main = result
+            else:
+                main, head = result
+            if spec.has_aux:
+                value, leaves = head if spec.with_value else (None, head)
+                aux = pytree.unflatten(compiled.aux_structure, list(leaves))
+                head = (value, aux) if spec.with_value else aux
+            main = self._rebuilt_main(main, structure, compiled.single_output) if structure else main
+            return (head, main) if spec.with_value else (main, head)
+        return self._rebuilt_main(result, structure, compiled.single_output)
+
+    def _rebuilt_main(self, result, structure: tuple, single_output: bool):
         spec = self.spec
         if spec.kind in ("jit", "jvp", "divergence", "laplacian"):
             return result
@@ -392,7 +414,8 @@ def jit(fn: Callable | None = None, *, static_argnums=()) -> Transform:
 
 
 @_options_checked
-def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr") -> Transform:
+def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr",
+             has_aux: bool = False) -> Transform:
     """The Jacobian of ``fn`` with respect to argument(s) ``argnums``.
 
     For ``f: in_shape -> out_shape`` the result has shape
@@ -413,12 +436,15 @@ def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False
            [0., 4.]])
     >>> sj.jacobian(lambda x: x ** 2, sparse=True)(np.array([1.0, 2.0])).nnz
     2
+
+    With ``has_aux=True``, ``fn`` returns ``(value, aux)``: the result is
+    ``(jacobian of value, aux)``, as in JAX.
     """
-    return Transform(fn, "jacobian", argnums, static_argnums, sparse, format)
+    return Transform(fn, "jacobian", argnums, static_argnums, sparse, format, has_aux)
 
 
 @_options_checked
-def jvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def jvp(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
     """The Jacobian-vector product ``J · v``: call as ``jvp(f)(*args, v)``.
 
     ``v`` has the shape of the differentiated argument (``in_shape``) and the
@@ -429,11 +455,11 @@ def jvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     >>> sj.jvp(lambda x: x ** 2)(np.array([1.0, 2.0]), np.array([1.0, 1.0]))
     array([2., 4.])
     """
-    return Transform(fn, "jvp", argnums, static_argnums)
+    return Transform(fn, "jvp", argnums, static_argnums, has_aux=has_aux)
 
 
 @_options_checked
-def vjp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def vjp(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
     """The vector-Jacobian product ``uᵀ · J``: call as ``vjp(f)(*args, u)``.
 
     ``u`` has the shape of ``f``'s output and the result the shape of the
@@ -445,18 +471,38 @@ def vjp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     >>> sj.vjp(lambda x: np.outer(x, x))(x, np.ones((4, 4)))
     array([20., 20., 20., 20.])
     """
-    return Transform(fn, "vjp", argnums, static_argnums)
+    return Transform(fn, "vjp", argnums, static_argnums, has_aux=has_aux)
 
 
 @_options_checked
-def grad(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def grad(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
     """The gradient of a scalar-valued ``fn``; the result is shaped like the argument.
 
     >>> import numpy as np, symjac as sj
     >>> sj.grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
     array([ 3., 12.])
+
+    With ``has_aux=True``, ``fn`` returns ``(value, aux)`` (aux: arrays, numbers,
+    or containers of them) and the result is ``(gradient, aux)``, as in JAX:
+
+    >>> g, aux = sj.grad(lambda x: (np.sum(x ** 2), {"norm": np.sqrt(np.sum(x ** 2))}),
+    ...                  has_aux=True)(np.array([3.0, 4.0]))
+    >>> g, aux["norm"]
+    (array([6., 8.]), np.float64(5.0))
     """
-    return Transform(fn, "grad", argnums, static_argnums)
+    return Transform(fn, "grad", argnums, static_argnums, has_aux=has_aux)
+
+
+@_options_checked
+def value_and_grad(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
+    """The value of a scalar-valued ``fn`` and its gradient, from one program:
+    ``(value, gradient)``, or with ``has_aux=True`` ``((value, aux), gradient)``, as in JAX.
+
+    >>> import numpy as np, symjac as sj
+    >>> sj.value_and_grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+    (np.float64(9.0), array([ 3., 12.]))
+    """
+    return Transform(fn, "grad", argnums, static_argnums, has_aux=has_aux, with_value=True)
 
 
 @_options_checked

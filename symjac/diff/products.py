@@ -23,6 +23,7 @@ compiles the result) and a transform nested inside another trace.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +54,8 @@ class Spec:
     tuple_argnums: bool  # argnums was given as a tuple: results are tuples per argnum
     n_extra: int  # trailing vector arguments (v for jvp/hvp, u for vjp)
     sparse: str | None = None  # "csr" / "csc": sparse Jacobian / Hessian blocks
+    has_aux: bool = False  # the function returns (value, aux): differentiate value, return aux as it is
+    with_value: bool = False  # value_and_grad: the value first, then the product
 
 
 class SymSparse:
@@ -267,9 +270,39 @@ class Partial:
 
     spec: Spec
     top: bool  # the outermost product of a top-level call (not inside another trace)
-    traced: Traced  # the function's outputs
+    traced: Traced  # the function's outputs (with has_aux, its value and then aux's leaves)
     var: _Variables | None  # the differentiated arguments (None for jit)
     vectors: list | None  # the trailing v or u (per argnum for jvp/hvp), or None
+    aux: Aux | None = None  # with has_aux: the auxiliary output's structure
+
+
+class Aux:
+    """A function's ``(value, aux)`` result, as a product with ``has_aux`` sees it: the
+    wrapped function returns ``(value, *leaves of aux)``, and ``structure`` is aux's."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.structure: tuple | None = None
+
+    def __call__(self, *args):
+        out = self.fn(*args)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            got = f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__
+            raise ArgumentError(
+                f"with has_aux=True the function must return a pair (value, aux); it returned {got}. "
+                "Return (value, aux), or leave has_aux out."
+            )
+        value, extra = out
+        leaves, self.structure = pytree.flatten(extra, lists=True)
+        return (value, *leaves)
+
+    def split(self, traced: Traced) -> tuple[Traced, list]:
+        """(the value as the product's traced output, aux's leaves)."""
+        return Traced(traced.arrays[:1], single=True), list(traced.arrays[1:])
+
+    def rebuilt(self, leaves: Sequence, top: bool):
+        """aux from its leaves: a tuple of them at the top (the API rebuilds it), aux itself inside a trace."""
+        return tuple(leaves) if top else pytree.unflatten(self.structure, list(leaves))
 
 
 def _inner(chain: Sequence[Spec], root: Callable) -> Callable:
@@ -298,17 +331,29 @@ def trace(chain: Sequence[Spec], root: Callable, args: list, top: bool = True) -
         if spec.kind in ("jvp", "hvp"):
             vectors = _per_argnum(spec, vectors, "tangent v")
     fn = _inner(chain, root)
+    aux = Aux(fn) if spec.has_aux else None
     if spec.kind == "jit":
-        return Partial(spec, top, call_traced(fn, primal), None, vectors)
+        return Partial(spec, top, call_traced(aux or fn, primal), None, vectors, aux)
     var = _Variables(primal, spec.argnums, top)
-    return Partial(spec, top, call_traced(fn, var.call_args), var, vectors)
+    return Partial(spec, top, call_traced(aux or fn, var.call_args), var, vectors, aux)
 
 
 def finish(p: Partial):
     """Differentiate a traced product: the second half of :func:`apply`.
     Returns SymArrays (SymSparse blocks for a sparse top-level product),
-    nested in tuples as the transform returns them."""
-    return _FINISH[p.spec.kind](p)
+    nested in tuples as the transform returns them: with ``has_aux``,
+    ``(result, aux)``; with ``with_value`` (value_and_grad), ``(value, result)``
+    or ``((value, aux), result)``."""
+    if p.aux is None and not p.spec.with_value:
+        return _FINISH[p.spec.kind](p)
+    traced, extra = p.aux.split(p.traced) if p.aux is not None else (p.traced, [])
+    result = _FINISH[p.spec.kind](dataclasses.replace(p, traced=traced))
+    values = p.var.restore(list(traced.arrays) + extra) if p.var is not None else list(traced.arrays) + extra
+    value, extra = values[0], values[1:]
+    aux = p.aux.rebuilt(extra, p.top) if p.aux is not None else None
+    if p.spec.with_value:
+        return ((value, aux) if p.aux is not None else value), result
+    return result, aux
 
 
 def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False):

@@ -265,10 +265,11 @@ _FINISH: dict[str, Callable] = {
 }
 
 
-def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, single: list | None = None):
+def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, facts: dict | None = None):
     """``root`` under the products ``chain`` (outermost first) on TArray
     arguments: the result's nodes, nested as the transform returns them
-    (``single``: gets whether the traced function returned one array)."""
+    (``facts`` gets ``single``: whether the traced function returned one array,
+    and ``aux``: the structure of its auxiliary output, with ``has_aux``)."""
     spec = chain[0]
     if spec.sparse:
         raise products.ArgumentError("sparse results are built on the scalar tier")
@@ -288,16 +289,23 @@ def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, 
         def fn(*inner_args):
             return wrap(apply(rest, root, list(inner_args)))
 
-    if spec.kind == "jit":
-        traced = call_traced_arrays(fn, primal)
-        if single is not None:
-            single.append(traced.single)
-        return _jit(spec, traced, None, None)
-    var = _Variables(primal, spec.argnums, top)
-    traced = call_traced_arrays(fn, var.call_args)
-    if single is not None:
-        single.append(traced.single)
-    return _FINISH[spec.kind](spec, traced, var, vectors)
+    aux = products.Aux(fn) if spec.has_aux else None
+    var = _Variables(primal, spec.argnums, top) if spec.kind != "jit" else None
+    traced = call_traced_arrays(aux or fn, var.call_args if var is not None else primal)
+    if facts is not None:
+        facts["single"] = traced.single
+        facts["aux"] = None if aux is None else aux.structure
+    if aux is None and not spec.with_value:
+        return _FINISH[spec.kind](spec, traced, var, vectors)
+    value_traced, extra = aux.split(traced) if aux is not None else (traced, [])
+    result = _FINISH[spec.kind](spec, value_traced, var, vectors)
+    values = [a.node for a in list(value_traced.arrays) + extra]
+    values = var.restore(values) if var is not None else values
+    value, extra = values[0], values[1:]
+    aux_value = aux.rebuilt(extra, top) if aux is not None else None
+    if spec.with_value:
+        return ((value, aux_value) if aux is not None else value), result
+    return result, aux_value
 
 
 def wrap(result):

@@ -204,11 +204,13 @@ def _program(request: Request, args: Sequence, budget: int | None = None) -> tup
             if compiled is not None:
                 compiled.limit_integers(*limit)
                 compiled.single_output = partial.traced.single
+                compiled.aux_structure = None if partial.aux is None else partial.aux.structure
                 return compiled, True
         built = _finish(partial, leaves)
     compiled = generate(request, built)
     compiled.limit_integers(*limit)
     compiled.single_output = partial.traced.single
+    compiled.aux_structure = None if partial.aux is None else partial.aux.structure
     if entry is not None:
         warm.save(entry, compiled)
     return compiled, False

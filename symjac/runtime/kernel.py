@@ -81,6 +81,7 @@ class Kernel:
     ranged = False  #: the entry points run a batch body over samples 0 <= i < out0.shape[0]
     why = ""  #: why the scalar tier builds this program (``KernelInfo.why``)
     single_output = True  #: the traced function returns one array (not a tuple of them)
+    aux_structure = None  #: with has_aux: the structure of the function's auxiliary output
 
     def __init__(self, path: Path | None, entry_points: tuple[str, ...], in_ndims: list[int],
                  out_ndims: list[int], error: str | None = None, out_of_process: bool = False):

@@ -41,15 +41,16 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
             placeholders = [tt.TArray(t.input_(k, name, s.shape, s.dtype)) for k, (name, s)
                             in enumerate(zip(names, specs, strict=True))]
             call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
-            single: list = []
-            result = dt.apply(request.products, request.root, call_args, top=True, single=single)
+            facts: dict = {}
+            result = dt.apply(request.products, request.root, call_args, top=True, facts=facts)
     except ResourceLimitError:
         raise
     except Exception as exc:  # the scalar tier traces it, or explains why it cannot
         return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
             f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
     program = TensorProgram(request, positions, names, specs, result, dtype, "")
-    program.single_output = single[0]
+    program.single_output = facts["single"]
+    program.aux_structure = facts["aux"]
     return program, ""
 
 
@@ -74,6 +75,7 @@ class TensorProgram(_NothingToCompile):
 
     tier = "array"
     single_output = True  #: the traced function returns one array (not a tuple of them)
+    aux_structure = None  #: with has_aux: the structure of the function's auxiliary output
 
     def __init__(self, request: Request, positions, names, specs, result, dtype, why: str):
         self.request = request

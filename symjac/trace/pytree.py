@@ -59,28 +59,29 @@ def needs_structure(value) -> bool:
     return is_container(value)
 
 
-def flatten(value) -> tuple[list, tuple]:
-    """``(leaves, structure)`` of ``value``."""
+def flatten(value, lists: bool = False) -> tuple[list, tuple]:
+    """``(leaves, structure)`` of ``value``.  With ``lists``, every list is a
+    container (a function's results: ``[loss, residual]`` comes back a list)."""
     leaves: list = []
-    structure = _flatten(value, leaves)
+    structure = _flatten(value, leaves, lists)
     return leaves, structure
 
 
-def _flatten(value, leaves: list) -> tuple:
+def _flatten(value, leaves: list, lists: bool = False) -> tuple:
     if value is None:
         return ("none",)
     if isinstance(value, dict):
         keys = sorted(value)
-        return ("dict", tuple(keys), tuple(_flatten(value[k], leaves) for k in keys))
+        return ("dict", tuple(keys), tuple(_flatten(value[k], leaves, lists) for k in keys))
     if _is_namedtuple(value):
-        return ("namedtuple", type(value), tuple(_flatten(v, leaves) for v in value))
+        return ("namedtuple", type(value), tuple(_flatten(v, leaves, lists) for v in value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         names = tuple(f.name for f in dataclasses.fields(value))
-        return ("dataclass", type(value), names, tuple(_flatten(getattr(value, n), leaves) for n in names))
+        return ("dataclass", type(value), names, tuple(_flatten(getattr(value, n), leaves, lists) for n in names))
     if isinstance(value, tuple):
-        return ("tuple", tuple(_flatten(v, leaves) for v in value))
-    if isinstance(value, list) and _list_is_container(value):
-        return ("list", tuple(_flatten(v, leaves) for v in value))
+        return ("tuple", tuple(_flatten(v, leaves, lists) for v in value))
+    if isinstance(value, list) and (lists or _list_is_container(value)):
+        return ("list", tuple(_flatten(v, leaves, lists) for v in value))
     leaves.append(value)
     return LEAF
 
