@@ -264,7 +264,7 @@ class Transform:
             return tensor_products.wrap(tensor_products.apply(self.request.products, self.root, args))
         return products.apply(self.request.products, self.root, args)
 
-    def symbolic(self, *args, **kwargs):
+    def symbolic(self, *args, captured: str = "symbols", **kwargs):
         """The result for arguments shaped like ``args``, as SymPy expressions.
 
         Symbols are named after the parameters (``x_0``, ``w_1_0``; a 0-d
@@ -277,9 +277,23 @@ class Transform:
         Matrix([
         [w*cos(x_0),          0],
         [         0, w*cos(x_1)]])
+
+        Arrays the function reads from its objects, globals and closures
+        (``self.W``) are inputs of the program, shown as symbols named after
+        them; ``captured="values"`` shows their current values instead:
+
+        >>> W = np.array([[2.0, 0.0], [1.0, 3.0]])
+        >>> sj.jacobian(lambda x: W @ x ** 2).symbolic(np.zeros(2))
+        Matrix([
+        [2*W_0_0*x_0, 2*W_0_1*x_1],
+        [2*W_1_0*x_0, 2*W_1_1*x_1]])
+        >>> sj.jacobian(lambda x: W @ x ** 2).symbolic(np.zeros(2), captured="values")
+        Matrix([
+        [4*x_0,       0],
+        [2*x_0, 6*x_1]])
         """
         request, flat, _ = self._flattened(self.bind(args, kwargs))
-        return display.symbolic(request, flat)
+        return display.symbolic(request, flat, captured)
 
     def sparsity(self, *args, **kwargs):
         """The exact structural nonzero pattern of a Jacobian or Hessian for
@@ -351,7 +365,8 @@ class Transform:
         text = compiled.llvm_ir() if llvm else compiled.source
         return display.Source(text if compiled.path is None else f"# {compiled.path}\n{text}")
 
-    def show(self, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) -> display.Shown:
+    def show(self, *args, limit: int | None = display.DEFAULT_LIMIT, captured: str = "symbols",
+             **kwargs) -> display.Shown:
         """The result for arguments shaped like ``args`` with shared subexpressions
         named (``τ₁ = …``), readable at any size: ``sj.show(self, *args)``.
 
@@ -363,7 +378,7 @@ class Transform:
           H[1, 1] = 6*x_1
         """
         request, flat, _ = self._flattened(self.bind(args, kwargs))
-        return display.shown(request, flat, limit)
+        return display.shown(request, flat, limit, captured)
 
     def __repr__(self) -> str:
         return f"<symjac {self.kind} of {self.fn_name}>"

@@ -38,6 +38,9 @@ def show(transform, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) 
         *args: arguments like the transform's, only their shapes and dtypes
             (and static arguments' values) matter.
         limit: lines printed by ``str()`` before the size guard stops.
+        captured: ``"symbols"`` (default) shows arrays the function reads from its
+            objects, globals and closures (``self.W``) as symbols (``W_0_1``);
+            ``"values"`` shows their current values.
 
     Returns:
         A :class:`Shown`; its ``.expr`` is the plain SymPy result.

@@ -188,6 +188,13 @@ class Batched:
             batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes, strict=True)]
         compiled = program.compiled
         size = _batch_size(batch_args, axes)
+        if compiled.reads is not None:  # a model's weights (``trace.reads``): shared by every sample
+            extra = compiled.reads(self._request.root)
+            if extra is None:  # they changed shape, or a watched value changed: build again
+                dispatch.drop(self._request, compiled)
+                self._reset()
+                return self(*args, **kwargs)
+            batch_args = batch_args + list(extra)
         leaves = [batch_args[i] if k is None else batch_args[i][k] for i, k in compiled.leaves]
         outs = program.run(leaves, size, self.chunk_size)
         if len(args) == 1 and not kwargs and axes == [0] and program.one_array and not self.out_axes \
@@ -222,7 +229,7 @@ class Batched:
     def _program(self, sample: list, axes: list) -> BatchProgram:
         self._refuse_sparse()
         compiled = dispatch.compiled_for(self._request, sample, start=False)
-        batched = [axes[i] is not None for i, _ in compiled.leaves]
+        batched = [i < len(axes) and axes[i] is not None for i, _ in compiled.leaves]  # (reads: not batched)
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)
         if program is None or program.compiled is not compiled:

@@ -153,8 +153,11 @@ def test_an_mlp_kernel_computes_its_layers_in_loops_with_the_tapes_bits():
     with sj.compiling("never"):
         on_tape = jac(x)
     compiled = dispatch.compiled_for(jac.request, (x,))
-    groups = find_dots(compiled.program, uses(compiled.program))
+    # the weights are inputs read on every call (trace/reads.py): the loops read them from there
+    assert compiled.read_paths == ["w1", "w2", "w3"]
+    groups = find_dots(compiled.program, uses(compiled.program), sources=lambda i: True)
     assert sum(len(g.roots) * len(g.operands) for g in groups) >= 24 * 24  # at least the middle layer
+    assert {g.source for g in groups} <= {1, 2, 3}
     jac.compile(x)
     assert jac.info(x).tier == "kernel"
     assert jac(x).tobytes() == on_tape.tobytes()
@@ -184,3 +187,82 @@ def test_tables_of_the_same_bits_are_one_global():
     text = body_ir("s", prog, layout)
     constants = [line.split(" = ", 1)[1] for line in text.splitlines() if "private unnamed_addr constant" in line]
     assert len(constants) == len(set(constants))
+
+
+def _input_layer(m: int, n: int, dtype):
+    """``m`` sums ``W[j, 0] * x[0] + W[j, 1] * x[1] + ...`` with the weights ``W``
+    an input (a model's weights read on every call), products written both ways
+    round; also one sum with a subtraction (its coefficients stay straight-line)."""
+    p = Program()
+
+    def op(name, *args, payload=None):
+        p.ops.append((name, args, payload))
+        return len(p.ops) - 1
+
+    xs = [op("load", payload=(0, i)) for i in range(n)]
+    sums = []
+    for j in range(m + 1):
+        acc = None
+        for i, v in enumerate(xs):
+            w = op("load", payload=(1, j % m * n + i))
+            term = op("mul", w, v) if (i + j) % 2 else op("mul", v, w)
+            acc = term if acc is None else op("sub" if j == m and i == 2 else "add", acc, term)
+        sums.append(acc)
+    for j, s in enumerate(sums):
+        p.stores.append((0, j, s))
+    spec = KernelSpec(f"wdots_{m}x{n}_{np.dtype(dtype).name}", [("x", (n,)), ("w", (m, n))],
+                      [(len(sums),)], np.dtype(dtype), "dot chains over an input")
+    return p, spec
+
+
+def _load_two(program, spec, batched):
+    """The kernel of a program with inputs ``x`` (n,) and ``w`` (m, n): single, or
+    the serial batch kernel (``batched``: which inputs have a batch axis)."""
+    from symjac.backend import compiler as _compile
+    from symjac.backend import kernels as _kernels
+    from symjac.backend import native
+
+    source = _kernels.module_source(program, spec, batched)
+    stem = f"{spec.name}_{'b' + ''.join(map(str, map(int, batched))) if batched else 's'}"
+    path = _compile.write_module(source, f"{stem}_{_compile.source_digest(source)}")
+    name = spec.name if batched is None else f"{spec.name}_batch_serial"
+    kernel = _compile.load_function(path, name, lambda: source)
+    lead = [int(b) for b in batched] if batched else [0, 0]
+    native.compile_kernel(kernel, _compile.signature([1 + lead[0], 2 + lead[1]], [1 + bool(batched)], spec.dtype))
+    return kernel
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dot_loops_over_weights_read_from_an_input_give_the_tapes_bits(dtype):
+    m, n = 9, 8
+    program, spec = _input_layer(m, n, dtype)
+    groups = find_dots(program, uses(program), sources=lambda i: True)
+    assert [(len(g.roots), g.source) for g in groups] == [(m, 1)]  # the sum with a subtraction is left out
+    assert not find_dots(program, uses(program))  # (no constant coefficients: nothing without sources)
+    xs = _inputs(n, 21, dtype)
+    w = _inputs(m * n, 1, dtype)[0].reshape(m, n)
+    w[0, 0], w[3, 5] = -0.0, np.inf
+    n_out = m + 1
+    want = np.zeros((len(xs), n_out), dtype)
+    tape = _tape.encode(program, [n, m * n], [n_out], dtype)
+    for s, x in enumerate(xs):
+        tape.run(np.concatenate([x, w.reshape(-1)]), want[s])
+    kernel = _load_two(program, spec, None)
+    for s, x in enumerate(xs):
+        got = np.zeros(n_out, dtype)
+        kernel(x, w, got)
+        assert _same(got, want[s]), (s, got, want[s])
+    for batched in ([True, False], [True, True]):  # weights shared by the batch (one splat), or per sample
+        batch = _load_two(program, spec, batched)
+        got = np.zeros_like(want)
+        batch(xs, np.broadcast_to(w, (len(xs), m, n)).copy() if batched[1] else w, got)
+        assert _same(got, want)
+    text = printer.render(program, spec)
+    assert "as loops over w's entries" in text
+    namespace: dict = {}
+    exec(compile(text, "<rendering>", "exec"), namespace)
+    for s, x in enumerate(xs[:5]):
+        got = np.zeros(n_out, dtype)
+        with np.errstate(all="ignore"):
+            namespace[spec.name](x, w, got)
+        assert _same(got, want[s]), (x, got, want[s])

@@ -223,9 +223,23 @@ def test_closures_bound_methods_partials_and_callable_objects():
     check_products(functools.partial(lambda x, c: zeros_interior(x) * c, c=1.5))
 
 
+def test_methods_called_through_self_run_on_views_too():
+    # the root's self is read through a view (trace/reads.py), so its methods are reached
+    np.testing.assert_array_equal(sj.jit(Oscillator(1.0).calls_a_method)(X), [X[0], 0.0])
+
+
+def _fills_a_concrete_array(x):
+    out = np.zeros(2)  # kept in a list: not reached, so np.zeros is NumPy's
+    out[0] = x[0]
+    return out
+
+
+HELPERS = [_fills_a_concrete_array]
+
+
 def test_assignment_that_cannot_be_traced_names_the_users_line():
     with pytest.raises(sj.TracerConversionError, match=r"test_idioms.py:\d+: `out\[0\] = x\[0\]`"):
-        sj.jit(Oscillator(1.0).calls_a_method)(X)
+        sj.jit(lambda x: HELPERS[0](x))(X)
 
 
 COUNT = 0

@@ -21,6 +21,7 @@ from symjac.backend import native
 from symjac.backend import tape as _tape
 from symjac.backend.program import KernelSpec, Program
 from symjac.ir.ops import RECORDS, Op
+from symjac.runtime import dispatch
 from symjac.runtime.dispatch import compiled_for
 
 SPECIAL = [-np.inf, -1e300, -3.5, -2.0, -1.0, -0.5, -1e-300, -0.0, 0.0, 1e-300, 0.5, 1.0, 2.0, 3.5, 1e300,
@@ -97,7 +98,9 @@ def test_every_record_matches_numpy_on_special_values_on_tape_and_kernel(dtype):
 def _rendered(transform, args):
     """The rendering run as plain Python, and the tape's (= kernel's) outputs."""
     compiled = compiled_for(transform.request, args)
-    text = transform.source(*args).split("\n", 1)[1]
+    if compiled.reads is not None:  # arrays the function reads (its weights) come after the arguments
+        compiled, args = dispatch.with_reads(transform.request, args, compiled)
+    text = transform.source(*args[:len(args) - len(compiled.read_paths)]).split("\n", 1)[1]
     namespace: dict = {}
     exec(compile(text, "<rendering>", "exec"), namespace)
     function = namespace[compiled.spec.name]

@@ -294,7 +294,7 @@ def test_float32_stays_float32():
 def test_source_shows_the_array_steps():
     with sj.using_tier("array"):
         text = sj.jacobian(lambda x: np.tanh(W @ x)).source(_x(4))
-    assert "np.einsum" in text and "tanh" in text and "def jacobian_of_lambda_f64(x)" in text
+    assert "np.einsum" in text and "tanh" in text and "def jacobian_of_lambda_f64(x, W)" in text  # (W: read from the global, an input)
 
 
 # ----- shown as mathematics -----------------------------------------------------------------------

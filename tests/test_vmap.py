@@ -240,7 +240,7 @@ def test_batch_kernel_with_many_scattered_constants_and_zeros():
     share a name (one would overwrite the other and leave entries unwritten)."""
     pick = np.random.default_rng(1)
     kinds = pick.integers(0, 3, 60)  # 0: structural zero, 1: constant, 2: computed
-    consts = pick.integers(1, 50, 60).astype(float)
+    consts = pick.integers(1, 50, 60).astype(float).tolist()  # (numbers: constants of the kernel)
 
     def f(x):
         # (0.0 * x[0] is not a structural zero: it is NaN for infinite x, as in NumPy)

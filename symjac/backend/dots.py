@@ -1,4 +1,4 @@
-"""Dense layers kept as loops: sums of constant multiples of shared values.
+"""Dense layers kept as loops: sums of multiples of shared values.
 
 A matrix-vector product traced from ``W @ x`` lowers to one sum per output
 entry, ``W[0, i] * x[0] + W[1, i] * x[1] + ...``: a left fold of ``add`` and
@@ -10,7 +10,10 @@ This module finds those sums (*dot chains*) in a program and groups the ones
 that multiply the same values in the same order (the entries of one layer,
 or of one column of its Jacobian).  A group becomes one loop over a table of
 coefficients (``emit.emit_program``): the kernel then grows with the number
-of layers, not of weights.
+of layers, not of weights.  Where the weights are an input (a model's
+``self.W``, read on every call: ``trace/reads.py``; a matrix argument), the
+terms are ``mul(W[j, i], value)`` and the loop reads ``W`` through a table
+of its entries' indices instead.
 
 Bits: a chain's fold ``acc = t0; acc = acc + t1; acc = acc - t2; ...`` is run
 as ``acc = c0 * v0; acc = acc + c1 * v1; ...`` with each term's sign folded
@@ -35,17 +38,32 @@ MIN_WORK = 64
 
 @dataclass
 class DotGroup:
-    """Chains over the same operands: ``roots[j] = sum_i coeffs[j][i] * operands[i]``, folded left."""
+    """Chains over the same operands: ``roots[j] = sum_i coeffs[j][i] * operands[i]``, folded left.
+
+    ``source`` None: the coefficients are constants (``coeffs`` holds them).
+    Else they are entries of input ``source`` (a model's weights read as an
+    input, ``trace/reads.py``; a matrix argument): ``coeffs`` holds their flat
+    indices, and the loop reads them from the input."""
 
     at: int  # the first root's position: every operand is computed before it, every root used after it
     operands: list[int]  # the values each chain multiplies, in term order
     roots: list[int] = field(default_factory=list)  # per chain, the value of its sum
-    coeffs: list[list[float]] = field(default_factory=list)  # per chain, each term's signed coefficient
+    coeffs: list[list] = field(default_factory=list)  # per chain, each term's signed coefficient (or flat index)
     covered: set = field(default_factory=set)  # the operations the loop computes instead (roots included)
+    source: int | None = None  # the input the coefficients are read from, or None (constants)
 
 
-def _term(ops, counts, v: int, sign: float) -> tuple[float, int, int | None]:
-    """(coefficient, operand, the product absorbed or None) of term ``v``."""
+class Entry(tuple):
+    """A coefficient read from an input: ``(input, flat index)``."""
+
+    __slots__ = ()
+
+
+def _term(ops, counts, v: int, sign: float, sources) -> tuple:
+    """(coefficient, operand, the product absorbed or None) of term ``v``; with
+    ``sources`` (inputs that may hold coefficients), a product with an element
+    of such an input takes it as its coefficient (of two, the later input's:
+    arguments come first, arrays the function reads after them)."""
     op, args, _ = ops[v]
     if op == "mul" and counts[v] == 1:
         a, b = args
@@ -53,11 +71,38 @@ def _term(ops, counts, v: int, sign: float) -> tuple[float, int, int | None]:
             return sign * ops[a][2], b, v
         if ops[b][0] == "const":
             return sign * ops[b][2], a, v
+        if sources is not None and sign > 0:
+            ins = [(ops[u][2][0], u, w) for u, w in ((a, b), (b, a))
+                   if ops[u][0] == "load" and sources(ops[u][2][0])]
+            if ins:
+                _, u, w = max(ins, key=lambda item: item[0])
+                return Entry(ops[u][2]), w, v
     return sign, v, None
 
 
-def chains(program, counts: list[int], skip: frozenset | set = frozenset()):
-    """Every sum of at least MIN_TERMS terms: ``(root, coefficients, operands, ops)``."""
+def _terms(ops, counts, inner, root, sources) -> tuple[list, list]:
+    terms, members, node = [], [], root
+    while ops[node][0] in ("add", "sub") and (node == root or node in inner):
+        left, right = ops[node][1]
+        terms.append(_term(ops, counts, right, -1.0 if ops[node][0] == "sub" else 1.0, sources))
+        members.append(node)
+        node = left
+    if ops[node][0] == "neg" and counts[node] == 1:
+        terms.append(_term(ops, counts, ops[node][1][0], -1.0, sources))
+        members.append(node)
+    else:
+        terms.append(_term(ops, counts, node, 1.0, sources))
+    return terms, members
+
+
+def _kind(terms: list):
+    """None (constant coefficients), an input (every coefficient an entry of it), or False (mixed)."""
+    inputs = {c[0] if isinstance(c, Entry) else None for c, _, _ in terms}
+    return inputs.pop() if len(inputs) == 1 else False
+
+
+def chains(program, counts: list[int], skip: frozenset | set = frozenset(), sources=None):
+    """Every sum of at least MIN_TERMS terms: ``(root, coefficients, operands, ops, source)``."""
     ops = program.ops
     fold = ("add", "sub")
     inner = set()  # sums folded into the sum that uses them (used once, as its left operand)
@@ -68,36 +113,32 @@ def chains(program, counts: list[int], skip: frozenset | set = frozenset()):
     for root, (op, _, _) in enumerate(ops):
         if op not in fold or root in inner or root in skip:
             continue
-        terms, members, node = [], [], root
-        while ops[node][0] in fold and (node == root or node in inner):
-            left, right = ops[node][1]
-            terms.append(_term(ops, counts, right, -1.0 if ops[node][0] == "sub" else 1.0))
-            members.append(node)
-            node = left
-        if ops[node][0] == "neg" and counts[node] == 1:
-            terms.append(_term(ops, counts, ops[node][1][0], -1.0))
-            members.append(node)
-        else:
-            terms.append(_term(ops, counts, node, 1.0))
+        terms, members = _terms(ops, counts, inner, root, sources)
         if len(terms) < MIN_TERMS:
             continue
+        source = _kind(terms)
+        if source is False or any(isinstance(c, Entry) and c[0] != source for c, _, _ in terms):
+            terms, members = _terms(ops, counts, inner, root, None)  # mixed: constant coefficients only
+            source = None
         terms.reverse()
         members += [absorbed for _, _, absorbed in terms if absorbed is not None]
         if skip and any(m in skip for m in members):
             continue
-        found.append((root, [c for c, _, _ in terms], [v for _, v, _ in terms], members))
+        coeffs = [c[1] if source is not None else c for c, _, _ in terms]
+        found.append((root, coeffs, [v for _, v, _ in terms], members, source))
     return found
 
 
-def find_dots(program, counts: list[int], skip: frozenset | set = frozenset()) -> list[DotGroup]:
+def find_dots(program, counts: list[int], skip: frozenset | set = frozenset(), sources=None) -> list[DotGroup]:
     """Groups of chains over the same operands, worth a loop (none of their
-    operations in ``skip``: those are another loop's)."""
+    operations in ``skip``: those are another loop's).  ``sources(i)``: may
+    input ``i`` hold coefficients (an array the loop can index)?"""
     groups: dict[tuple, DotGroup] = {}
-    for root, coeffs, operands, members in chains(program, counts, skip):
-        key = tuple(operands)
+    for root, coeffs, operands, members, source in chains(program, counts, skip, sources):
+        key = (tuple(operands), source)
         group = groups.get(key)
         if group is None:
-            group = groups[key] = DotGroup(root, list(operands))
+            group = groups[key] = DotGroup(root, list(operands), source=source)
         group.roots.append(root)
         group.coeffs.append(coeffs)
         group.covered.update(members)

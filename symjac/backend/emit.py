@@ -523,6 +523,10 @@ class Frame:
         is_pointer, name = self.inputs[i]
         return self.e.load(name, index) if is_pointer else name
 
+    def indexable(self, i: int) -> bool:
+        """Can input ``i`` be read at an index computed at run time (a dot loop's coefficients)?"""
+        return self.inputs[i][0]
+
     def store(self, out: int, index: str, value: str) -> None:
         self.e.store(self.outputs[out], index, value)
 
@@ -554,7 +558,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
     e.outline = {op for op, n in used.items() if n >= OUTLINE_USES and op in records and _outlined(records[op])}
     loops = find_loops(program, counts) if roll else []
     covered = set().union(*(grp.covered for grp in loops)) if loops else set()
-    dots = find_dots(program, counts, covered) if roll else []
+    dots = find_dots(program, counts, covered, frame.indexable) if roll else []
     for grp in dots:
         covered |= grp.covered
     dot_at = {grp.at: grp for grp in dots}
@@ -596,7 +600,7 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
         k = item
         op, args, payload = program.ops[k]
         if k in dot_at:
-            _dot_loop(e, dot_at[k], values)
+            _dot_loop(e, dot_at[k], values, frame)
             for root in dot_at[k].roots:
                 computed(root)
         if k in covered:
@@ -697,21 +701,30 @@ DOT_CHAINS = 4
 DOT_UNROLL = 2
 
 
-def _dot_loop(e: TextEmitter, grp, values: dict) -> None:
+def _dot_loop(e: TextEmitter, grp, values: dict, frame: Frame) -> None:
     """One dot group: ``root[j] = c[j][0] * v[0] + c[j][1] * v[1] + ...``, folded
     left, for every chain ``j``, ``DOT_CHAINS`` chains at a time; the operands
     wait in a stack buffer, the coefficients in a table (padded with zero
-    chains to whole blocks), the sums in another buffer until the loop is done."""
+    chains to whole blocks) or, read from an input, their indices in one; the
+    sums in another buffer until the loop is done."""
     n, m = len(grp.operands), len(grp.roots)
     blocks = -(-m // DOT_CHAINS)
     operands, sums = e.buffer("dot.v", n), e.buffer("dot.s", blocks * DOT_CHAINS)
     for i, v in enumerate(grp.operands):
         e.put(operands, str(i), values[v])
-    coeffs = [c for row in grp.coeffs for c in row] + [0.0] * (n * (blocks * DOT_CHAINS - m))
-    table = e.table(coeffs, e.t)
+    pad = n * (blocks * DOT_CHAINS - m)  # (padding chains' sums are never read: any entry serves)
+    if grp.source is None:
+        coeffs = [c for row in grp.coeffs for c in row] + [0.0] * pad
+        table = e.table(coeffs, e.t)
 
-    def coefficient(at: str) -> str:
-        return e.splat(e.lookup(table, len(coeffs), at, e.t))
+        def coefficient(at: str) -> str:
+            return e.splat(e.lookup(table, len(coeffs), at, e.t))
+    else:
+        coeffs = [c for row in grp.coeffs for c in row] + [0] * pad
+        table = e.table(coeffs, "i64")
+
+        def coefficient(at: str) -> str:
+            return frame.load(grp.source, e.lookup(table, len(coeffs), at, "i64"))
 
     def block(b: str) -> None:
         first = e.emit(f"mul i64 {b}, {DOT_CHAINS}")

@@ -193,6 +193,10 @@ class _Printer:
         index = ([self.sample] if self._batched(i) else []) + ([_index(shape, flat)] if shape else [])
         return f"{name}[{', '.join(index)}]" if index else name
 
+    def indexable(self, i: int) -> bool:
+        """Can a loop index input ``i`` (a dot loop's coefficients)? Arrays can; 0-d inputs are values."""
+        return bool(self.spec.inputs[i][1])
+
     def target(self, out: int, flat: int) -> str:
         index = ([self.sample] if self.batched is not None else []) + [_index(self.spec.outputs[out], flat)]
         return f"{self.outs[out]}[{', '.join(index)}]"
@@ -226,7 +230,7 @@ class _Printer:
     def run(self) -> list[str]:
         loops = find_loops(self.program, self.uses) if self.roll else []
         covered = set().union(*(grp.covered for grp in loops)) if loops else set()
-        dots = find_dots(self.program, self.uses, covered) if self.roll else []
+        dots = find_dots(self.program, self.uses, covered, self.indexable) if self.roll else []
         for grp in dots:
             covered |= grp.covered
         dot_at = {grp.at: (number, grp) for number, grp in enumerate(dots)}
@@ -283,19 +287,28 @@ class _Printer:
         np_, dtype = self.np, np.dtype(self.spec.dtype).name
         n, m = len(grp.operands), len(grp.roots)
         table = self.names.fresh(f"_D{number}")
-        rows = ", ".join("[" + ", ".join(_number(c, np_) for c in row) + "]" for row in grp.coeffs)
-        self.globals.append(f"{table} = {np_}.array([{rows}], dtype={np_}.{dtype})")
         values, sums = self.names.fresh(f"_v{number}"), self.names.fresh(f"_s{number}")
         acc, i = self.names.fresh("_acc"), self.names.fresh("_i")
         k = self.k
+        if grp.source is None:
+            rows = ", ".join("[" + ", ".join(_number(c, np_) for c in row) + "]" for row in grp.coeffs)
+            self.globals.append(f"{table} = {np_}.array([{rows}], dtype={np_}.{dtype})")
+            what, first, term = (f"the coefficient table {table}", f"{table}[{k}, 0]", f"{table}[{k}, {i}]")
+        else:
+            rows = ", ".join("[" + ", ".join(str(int(c)) for c in row) + "]" for row in grp.coeffs)
+            self.globals.append(f"{table} = {np_}.array([{rows}], dtype={np_}.int64)")
+            name, shape = self.params[grp.source], self.spec.inputs[grp.source][1]
+            flat = self.flat(name, shape, self._batched(grp.source))
+            what = f"{name}'s entries (their flat indices in {table})"
+            first, term = f"{flat}{table}[{k}, 0]]", f"{flat}{table}[{k}, {i}]]"
         self.lines += [
-            f"# {m} sums over the same {n} values (a dense layer), as loops over the coefficient table {table}",
+            f"# {m} sums over the same {n} values (a dense layer), as loops over {what}",
             f"{values} = {np_}.array([{', '.join(self.operand(v, 0) for v in grp.operands)}], dtype={np_}.{dtype})",
             f"{sums} = {np_}.empty({m}, dtype={np_}.{dtype})",
             f"for {k} in range({m}):",
-            f"    {acc} = {table}[{k}, 0] * {values}[0]",
+            f"    {acc} = {first} * {values}[0]",
             f"    for {i} in range(1, {n}):",
-            f"        {acc} = {acc} + {table}[{k}, {i}] * {values}[{i}]",
+            f"        {acc} = {acc} + {term} * {values}[{i}]",
             f"    {sums}[{k}] = {acc}",
         ]
         for j, root in enumerate(grp.roots):

@@ -102,6 +102,11 @@ class VectorFrame:
             self.tiles[i, tile] = e.transpose(rows)
         return self.tiles[i, tile][int(index) % e.width]
 
+    def indexable(self, i: int) -> bool:
+        """Inputs shared by the block's samples can be read at a computed index (a
+        dot loop's coefficients: one splat); a block's rows are loaded in tiles."""
+        return self.inputs[i][0] == "shared"
+
     def known(self, out: int, flat: int, value: str) -> None:
         """Entry ``flat`` of output ``out`` is the constant vector ``value``."""
         self.pending[out][flat] = value

@@ -22,7 +22,8 @@ from ..backend import tape as _tape
 from ..diff import products
 from ..ir import graph as g
 from ..trace import integers
-from ..trace.symarray import SymArray
+from ..trace import reads as _reads
+from ..trace.symarray import ReadArray, SymArray
 from ..trace.tracer import ArgSpec, input_symbols, tracing
 from . import layout, tensor, warm
 from .leaves import call_arguments, leaf_layout
@@ -39,6 +40,8 @@ class Leaves:
     specs: list[ArgSpec]
     symbols: dict  # input Symbol -> (leaf index, flat index)
     dtype: np.dtype  # compute dtype of the inputs
+    reads: _reads.Fetch | None = None  # the arrays the function reads besides its arguments (the last leaves)
+    read_paths: list | None = None  # how each was read (``self.W``)
 
     @property
     def parameters(self) -> list[str]:
@@ -62,25 +65,48 @@ def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
     return np.result_type(*floats) if floats else np.dtype(np.float64)
 
 
-def _trace(request: Request, args: Sequence) -> tuple[products.Partial, Leaves]:
+def _trace(request: Request, args: Sequence, values: bool = False) -> tuple[products.Partial, Leaves]:
     """Placeholders for the runtime inputs, and the top-level product traced on them
-    (call inside ``tracing()``)."""
+    (call inside ``tracing()``).  Arrays the function reads from its objects,
+    globals and closures (``trace/reads.py``) are runtime inputs after the
+    arguments (``values``: constants, with the values they have now)."""
     positions, leaf_names, specs, shape_of_args = leaf_layout(request, args)
     symbols: dict = {}
     placeholders = []
     for n, (name, spec) in enumerate(zip(leaf_names, specs, strict=True)):
         elems = input_symbols(name, spec.shape)
-        for flat, sym in enumerate(elems.reshape(-1)):
-            if sym in symbols:
-                raise ArgumentError(
-                    f"two inputs both produce the symbol name {sym}: rename a parameter "
-                    f"(a tuple argument's parts are named {name!r}-style, after their parameter)."
-                )
-            symbols[sym] = (n, flat)
+        _add_symbols(symbols, elems, n, name)
         placeholders.append(SymArray(elems, spec.dtype))
     call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
-    leaves = Leaves(positions, leaf_names, specs, symbols, _compute_dtype(specs))
-    return products.trace(request.products, request.root, call_args), leaves
+    dtype = _compute_dtype(specs)
+
+    def make(name, shape, dtype, index):
+        return ReadArray(name, shape, dtype)
+
+    partial, read = _reads.traced(
+        lambda _: products.trace(request.products, request.root, call_args),
+        lambda mode: _reads.Reads(request.root, mode, make, len(leaf_names), set(leaf_names)),
+        constants=values or any(s.sparse for s in request.products),
+    )
+    for j, (name, placeholder) in enumerate(zip(read.names, read.placeholders, strict=True)):
+        positions.append((len(args) + j, None))
+        leaf_names.append(name)
+        specs.append(ArgSpec(placeholder.shape, placeholder.dtype))
+        _add_symbols(symbols, placeholder.made(), len(positions) - 1, name)
+    leaves = Leaves(positions, leaf_names, specs, symbols, dtype, read.fetch(), read.paths)
+    return partial, leaves
+
+
+def _add_symbols(symbols: dict, elems: np.ndarray, n: int, name: str) -> None:
+    for flat, sym in enumerate(elems.reshape(-1)):
+        if sym is None:  # (an entry of an array the function reads that it never used)
+            continue
+        if sym in symbols:
+            raise ArgumentError(
+                f"two inputs both produce the symbol name {sym}: rename a parameter "
+                f"(a tuple argument's parts are named {name!r}-style, after their parameter)."
+            )
+        symbols[sym] = (n, flat)
 
 
 def _finish(partial: products.Partial, leaves: Leaves) -> Built:
@@ -92,14 +118,15 @@ def _finish(partial: products.Partial, leaves: Leaves) -> Built:
     return Built(result, arrays, leaves, dtype)
 
 
-def build(request: Request, args: Sequence) -> Built:
+def build(request: Request, args: Sequence, values: bool = False) -> Built:
     """Trace and differentiate ``request`` for arguments shaped like ``args``
-    (what ``.symbolic()``, ``.show()`` and ``.sparsity()`` read)."""
+    (what ``.symbolic()``, ``.show()`` and ``.sparsity()`` read); ``values``:
+    arrays the function reads from its objects are constants, not symbols."""
     with tracing():
-        return _finish(*_trace(request, args))
+        return _finish(*_trace(request, args, values))
 
 
-def build_shown(request: Request, args: Sequence) -> Built | tensor.TensorProgram:
+def build_shown(request: Request, args: Sequence, values: bool = False) -> Built | tensor.TensorProgram:
     """What ``.symbolic()`` and ``.show()`` present: the scalar tier's result, or
     the array program where calls with these arguments would run on the array
     tier (an array-sized function, shown in index notation, not as millions of entries)."""
@@ -108,23 +135,23 @@ def build_shown(request: Request, args: Sequence) -> Built | tensor.TensorProgra
 
     def array():
         positions, names, specs, shape_of_args = leaf_layout(request, args)
-        return tensor.build(request, args, positions, names, specs, shape_of_args, _compute_dtype(specs))[0]
+        return tensor.build(request, args, positions, names, specs, shape_of_args, _compute_dtype(specs), values)[0]
 
     if choice == "array" and not sparse:
         program_ = array()
         if program_ is not None:
             return program_
     if choice != "auto" or sparse:
-        return build(request, args)
+        return build(request, args, values)
     try:
         with tracing():
             g.set_budget(_config.ARRAY_THRESHOLD, _config.ARRAY_PRODUCTS)
-            partial, leaves = _trace(request, args)
+            partial, leaves = _trace(request, args, values)
             g.set_budget(None)
             return _finish(partial, leaves)
     except g.OverBudget:
         program_ = array()
-        return program_ if program_ is not None else build(request, args)
+        return program_ if program_ is not None else build(request, args, values)
     except (UnsupportedOperationError, TracerConversionError):
         program_ = array()
         if program_ is None:
@@ -205,12 +232,14 @@ def _program(request: Request, args: Sequence, budget: int | None = None) -> tup
                 compiled.limit_integers(*limit)
                 compiled.single_output = partial.traced.single
                 compiled.aux_structure = None if partial.aux is None else partial.aux.structure
+                compiled.set_reads(leaves.reads, leaves.read_paths, request.root)
                 return compiled, True
         built = _finish(partial, leaves)
     compiled = generate(request, built)
     compiled.limit_integers(*limit)
     compiled.single_output = partial.traced.single
     compiled.aux_structure = None if partial.aux is None else partial.aux.structure
+    compiled.set_reads(leaves.reads, leaves.read_paths, request.root)
     if entry is not None:
         warm.save(entry, compiled)
     return compiled, False

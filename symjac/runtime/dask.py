@@ -159,6 +159,10 @@ def vmap_dask(request: Request, args: tuple, axes: list, chunk_size: int | None,
             "`with sj.using_tier('scalar'): ...` around the call (slow to build if the function is "
             "large), or pass NumPy arrays (the array tier runs the whole batch as matrix products)."
         )
+    if compiled.reads is not None:  # a model's weights (``trace.reads``): shared by every chunk
+        compiled, full = dispatch.with_reads(request, sample, compiled)
+        extra = list(full[len(sample):])
+        moved, axes = moved + extra, list(axes) + [None] * len(extra)
     flags = [axes[i] is not None for i, _ in compiled.leaves]
     leaves = [moved[i] if k is None else moved[i][k] for i, k in compiled.leaves]
     program = ChunkProgram(compiled, flags, chunk_size)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from .._errors import CompileError
 from . import build, store
 from .keys import call_key
 from .program import Compiled
@@ -53,6 +54,38 @@ def compiled_for(request: Request, args: Sequence, start: bool = True) -> Compil
         return compiled
 
 
+def with_reads(request: Request, args: Sequence, compiled: Compiled) -> tuple[Compiled, tuple]:
+    """``(program, args + the arrays it reads besides them)`` (``trace.reads``: a
+    model's weights, fetched through the paths the trace read them by).  A program
+    whose watched values changed, or whose captured arrays changed shape or dtype,
+    is dropped and built again for the current ones."""
+    for _ in range(3):
+        extra = compiled.reads(request.root)
+        if extra is not None:
+            return compiled, (*args, *extra)
+        drop(request, compiled)
+        compiled = compiled_for(request, args)
+        if compiled.reads is None:
+            return compiled, tuple(args)
+    raise CompileError(
+        f"{request.title} reads values besides its arguments ({', '.join(compiled.read_paths) or 'watched values'}) "
+        "that changed while its program was built, three times in a row. Keep them unchanged while the first "
+        "call with new shapes runs (another thread may be updating them), or pass them as arguments."
+    )
+
+
+def drop(request: Request, compiled) -> None:
+    """Forget ``compiled`` (its reads no longer fit): out of its table, retired,
+    and caches built on it (vmap's) told."""
+    with _build_lock:
+        table = request.table
+        for key, program in list(table.items()):
+            if program is compiled:
+                store.forget(table, key, program)
+        compiled.retire()
+        store.bump()
+
+
 def call(request: Request, args: Sequence):
     """Run ``request`` on concrete ``args`` (the hot path: :func:`compiled_for`
     inlined for a hit).  A call with one array (two arrays) that the
@@ -75,4 +108,6 @@ def call(request: Request, args: Sequence):
             if (last is None or last[4] is not compiled) and compiled.serves_two(*args):
                 a, b = args
                 table.last2 = (a.shape, a.dtype, b.shape, b.dtype, compiled)
+    if compiled.reads is not None:
+        compiled, args = with_reads(request, args, compiled)
     return compiled(args)

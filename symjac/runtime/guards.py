@@ -12,9 +12,11 @@ again with the new value.  The rule, stated once (docs/limitations.md):
   closure variables, except names it assigns itself (its own state, such as
   a counter of its traces);
 * numbers, strings and tuples of them are compared by value (and type:
-  ``2`` is not ``2.0``); everything else (arrays, functions, objects) by
-  identity, so rebinding a name is seen, changing an array's contents in
-  place or an object's attributes is not.
+  ``2`` is not ``2.0``); functions and objects by identity, so rebinding a
+  name is seen;
+* arrays are not watched here: ``trace/reads.py`` makes a float array an
+  input of the program, fetched on every call, and watches an integer
+  array's contents, so rebinding and in-place changes are both seen.
 
 Modules and classes are not watched (``np`` stays ``np``).  The check costs
 one identity test per watched name per call, and nothing for functions that
@@ -30,6 +32,8 @@ import sys
 import types
 import weakref
 from collections.abc import Callable
+
+import numpy as np
 
 from .keys import Unkeyable, value_key
 
@@ -99,7 +103,9 @@ def _followed(value) -> types.FunctionType | None:
 
 
 def _watched(value) -> bool:
-    return not isinstance(value, (types.ModuleType, type))
+    # (arrays are read through ``trace/reads.py``: a float array is an input fetched on
+    # every call, an integer one is watched by content there)
+    return not isinstance(value, (types.ModuleType, type, np.ndarray))
 
 
 def _comparable(value):

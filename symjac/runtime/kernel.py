@@ -82,6 +82,8 @@ class Kernel:
     why = ""  #: why the scalar tier builds this program (``KernelInfo.why``)
     single_output = True  #: the traced function returns one array (not a tuple of them)
     aux_structure = None  #: with has_aux: the structure of the function's auxiliary output
+    reads = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
+    read_paths: list = []  #: how each of them is read (``self.W``)
 
     def __init__(self, path: Path | None, entry_points: tuple[str, ...], in_ndims: list[int],
                  out_ndims: list[int], error: str | None = None, out_of_process: bool = False):

@@ -26,6 +26,10 @@ from .store import clock
 _zeros = np.zeros  # (one global lookup on the hot path)
 
 
+def _gone():
+    return None
+
+
 class Compiled(Kernel):
     """A program, its output layout and its kernel.
 
@@ -64,6 +68,7 @@ class Compiled(Kernel):
         )
         self._arg_index = [(i, bool(s)) for (i, _), s in zip(self.leaves, self.spec_shapes, strict=True)]
         self._single = self._arg_index[0][0] if len(self._arg_index) == 1 else None
+        self._in_order = [i for i, _ in self._arg_index] == list(range(len(self._arg_index)))  # kernel(*args)
         # scalar inputs given as 0-d arrays: Numba types those on its slow path
         # (~50 µs) before refusing them, so they are converted up front
         self._scalar_args = [i for i, is_array in self._arg_index if not is_array]
@@ -74,6 +79,24 @@ class Compiled(Kernel):
         self.deferred = False  # built for a vmap only: its own kernel starts on its first own call
         self.int_limit: int | None = None
         self._int_args: list[int] = []
+
+    def set_reads(self, reads, paths, root) -> None:
+        """The arrays and values the function reads besides its arguments
+        (``trace.reads``): fetched and checked on every call, the arrays passed
+        after the arguments.  :meth:`run_one` serves one array and them when the
+        kernel takes them all as they are (``root``, held weakly, is where the
+        reads start)."""
+        self.reads, self.read_paths = reads, list(paths or ())
+        if reads is None:
+            return
+        n = len(self.leaves)
+        self.one_array = self._fast and n == reads.n + 1 and self._arg_index == [(i, True) for i in range(n)] \
+            and not self._int_args
+        self.two_arrays = False
+        try:
+            self._root = weakref.ref(root)
+        except TypeError:  # (not weakly referenceable: the general path passes it)
+            self._root = _gone
 
     def limit_integers(self, limit: int | None, positions: list[int]) -> None:
         """Check the integer inputs at ``positions`` (leaf indices) against
@@ -124,6 +147,8 @@ class Compiled(Kernel):
                     kernel(*self._converted(args), out)
                 elif self._single is not None:
                     kernel(args[self._single], out)
+                elif self._in_order:
+                    kernel(*args, out)
                 else:
                     kernel(*[args[i] for i, _ in self._arg_index], out)
             except TypeError:  # another layout, dtype, read-only, a list...: convert
@@ -157,6 +182,15 @@ class Compiled(Kernel):
         if kernel is None:
             return None
         out = _zeros(self._out_shape, self.dtype)
+        if self.reads is not None:  # and the arrays the function reads (a model's weights)
+            extra = self.reads(self._root())
+            if extra is None:
+                return None
+            try:
+                kernel(a, *extra, out)
+            except TypeError:
+                kernel(*self._converted((a, *extra)), out)
+            return self._served(out)
         try:
             kernel(a, out)  # Numba checks the argument's type itself (compiling is disabled)
         except TypeError:  # read-only or strided (the same key): converted, as __call__ does

@@ -127,7 +127,7 @@ def check(table: KernelTable) -> None:
     guards = table.guards
     if guards.changed():
         guards.epoch += 1
-        _bump()
+        bump()
     if table.epoch != guards.epoch:
         table.last = table.last2 = None
         for program in table.values():
@@ -136,9 +136,15 @@ def check(table: KernelTable) -> None:
         table.epoch = guards.epoch
 
 
-def _bump() -> None:
+def bump() -> None:
+    """Programs were dropped: caches built on them (vmap's) must go too."""
     global generation
     generation += 1
+
+
+def forget(table: KernelTable, key, program) -> None:
+    """Drop the one entry ``key`` -> ``program`` from ``table``."""
+    _drop(program, weakref.ref(table), key)
 
 
 def insert(table: KernelTable, key, program) -> None:
@@ -178,4 +184,4 @@ def clear() -> None:
         program.retire()
     for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
         del sys.modules[name]
-    _bump()
+    bump()

@@ -22,7 +22,9 @@ from ..backend import tensor_eval
 from ..diff import tensor as dt
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
+from ..trace import reads as _reads
 from ..trace import tensor as tt
+from ..trace.tracer import ArgSpec
 from . import batch as _batch
 from . import layout
 from .kernel import KernelInfo
@@ -31,26 +33,37 @@ from .request import Request
 from .stats import STATS
 
 
-def build(request: Request, args: Sequence, positions, names, specs, shape_of_args, dtype):
+def build(request: Request, args: Sequence, positions, names, specs, shape_of_args, dtype, values: bool = False):
     """``(TensorProgram, "")`` for these arguments, or ``(None, why)`` when the
-    array tier cannot trace the function (the scalar tier then builds it)."""
+    array tier cannot trace the function (the scalar tier then builds it).
+    ``values``: arrays the function reads from its objects are constants (for display)."""
     if any(s.sparse for s in request.products):
         return None, "scalar tier: sparse results are built on the scalar tier"
+    def make(name, shape, dtype_, index):  # an array the function reads from its objects: an input
+        return tt.ReadTArray(t.input_(index, name, shape, dtype_))
+
     try:
         with tt.active():
             placeholders = [tt.TArray(t.input_(k, name, s.shape, s.dtype)) for k, (name, s)
                             in enumerate(zip(names, specs, strict=True))]
             call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
             facts: dict = {}
-            result = dt.apply(request.products, request.root, call_args, top=True, facts=facts)
+            result, read = _reads.traced(
+                lambda _: dt.apply(request.products, request.root, call_args, top=True, facts=facts),
+                lambda mode: _reads.Reads(request.root, mode, make, len(names), set(names)),
+                constants=values,
+            )
     except ResourceLimitError:
         raise
     except Exception as exc:  # the scalar tier traces it, or explains why it cannot
         return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
             f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
-    program = TensorProgram(request, positions, names, specs, result, dtype, "")
+    positions = list(positions) + [(len(args) + j, None) for j in range(len(read.names))]
+    specs = list(specs) + [ArgSpec(p.node.shape, p.node.dtype) for p in read.placeholders]
+    program = TensorProgram(request, positions, list(names) + read.names, specs, result, dtype, "")
     program.single_output = facts["single"]
     program.aux_structure = facts["aux"]
+    program.reads, program.read_paths = read.fetch(), read.paths
     return program, ""
 
 
@@ -76,6 +89,8 @@ class TensorProgram(_NothingToCompile):
     tier = "array"
     single_output = True  #: the traced function returns one array (not a tuple of them)
     aux_structure = None  #: with has_aux: the structure of the function's auxiliary output
+    reads = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
+    read_paths: list = []  #: how each of them is read (``self.W``)
 
     def __init__(self, request: Request, positions, names, specs, result, dtype, why: str):
         self.request = request

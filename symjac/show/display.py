@@ -22,6 +22,7 @@ import sympy as sp
 from sympy.core.basic import Basic
 from sympy.functions.elementary.piecewise import ExprCondPair
 
+from .._errors import ArgumentError
 from ..diff.products import SymSparse, flatten_result
 from ..ir import graph as g
 from ..runtime import build
@@ -392,18 +393,27 @@ def title_of(request: Request, args: tuple) -> str:
     return f"{what}, for {describe_args(names, args, request.static_argnums)}"
 
 
-def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT):
+def _values(captured: str) -> bool:
+    if captured not in ("symbols", "values"):
+        raise ArgumentError(
+            f"captured must be 'symbols' (arrays the function reads from its objects, globals and closures "
+            f"shown as symbols: W_0_1) or 'values' (their current values); got {captured!r}."
+        )
+    return captured == "values"
+
+
+def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT, captured: str = "symbols"):
     """The :class:`Shown` result of ``request`` for bound arguments shaped like ``args``
     (an :class:`~.tensor_display.IndexNotation` for an array-tier program)."""
-    built = build.build_shown(request, args)
+    built = build.build_shown(request, args, _values(captured))
     if isinstance(built, build.tensor.TensorProgram):
         return index_notation(built, request, args)
     return Shown(built.result, title_of(request, args), request, limit)
 
 
-def symbolic(request: Request, args: tuple):
+def symbolic(request: Request, args: tuple, captured: str = "symbols"):
     """``.symbolic()``: SymPy expressions (index notation for an array-tier program)."""
-    built = build.build_shown(request, args)
+    built = build.build_shown(request, args, _values(captured))
     if isinstance(built, build.tensor.TensorProgram):
         return index_notation(built, request, args)
     return to_sympy(built.result)

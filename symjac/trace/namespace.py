@@ -37,38 +37,14 @@ import builtins
 import contextlib
 import contextvars
 import functools
-import os
-import site
-import sys
-import sysconfig
 import types
+import weakref
 from collections.abc import Callable, Iterator
 
+from . import reads as _reads
+from .usercode import in_user_module, is_user_code  # noqa: F401 (also read from here)
+
 _SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("symjac_scope", default=None)
-
-
-def _library_dirs() -> tuple[str, ...]:
-    paths = set()
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        with contextlib.suppress(KeyError):
-            paths.add(sysconfig.get_paths()[key])
-    with contextlib.suppress(AttributeError):
-        paths.update(site.getsitepackages())
-    with contextlib.suppress(AttributeError):
-        paths.add(site.getusersitepackages())
-    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # symjac itself
-    return tuple(os.path.join(os.path.abspath(p), "") for p in paths if p)
-
-
-_LIBRARY = _library_dirs()
-
-
-def is_user_code(fn: types.FunctionType) -> bool:
-    """True for a function whose code is not part of an installed library or symjac."""
-    path = fn.__code__.co_filename
-    if path.startswith("<frozen"):
-        return False
-    return not os.path.abspath(path).startswith(_LIBRARY)
 
 
 class GlobalsView(dict):
@@ -85,6 +61,12 @@ class GlobalsView(dict):
     def __missing__(self, name):
         value = self.real[name]  # KeyError: CPython goes on to the builtins
         self.scope.observe(name, value)
+        reads = _reads.active()
+        if reads is not None:  # a model's weights: read through their path (``reads.py``)
+            reads.scope = self.scope
+            out = reads.read(value, _reads.Path(("dict", self.real, name), (), name))
+            if out is not _reads.NOTHING:
+                return out
         return self.scope.substitute(value)
 
     def written(self) -> dict:
@@ -183,7 +165,7 @@ class Scope:
         later: list = []
         cells = self._cells(fn, later) if fn.__closure__ else None
         clone = types.FunctionType(fn.__code__, self.globals_for(fn.__globals__), fn.__name__,
-                                   fn.__defaults__, cells)
+                                   self._defaults(fn), cells)
         for cell in later:  # a closure that refers to the function itself
             cell.cell_contents = clone
         clone.__kwdefaults__ = fn.__kwdefaults__
@@ -193,6 +175,18 @@ class Scope:
         clone.__dict__.update(fn.__dict__)
         self.memo[id(fn)] = (fn, clone)
         return clone
+
+    def _defaults(self, fn: types.FunctionType) -> tuple | None:
+        """``fn``'s default values, read through the build's reads (an array default is an input)."""
+        defaults, reads = fn.__defaults__, _reads.active()
+        if not defaults or reads is None:
+            return defaults
+        reads.scope = self
+        code = fn.__code__
+        names = code.co_varnames[code.co_argcount - len(defaults):code.co_argcount]
+        ref = weakref.ref(fn)
+        return tuple(reads.read_item(d, _reads.Path(("default", ref, k), (), name))
+                     for k, (d, name) in enumerate(zip(defaults, names, strict=True)))
 
     def _cells(self, fn: types.FunctionType, later: list) -> tuple:
         cells = []
@@ -207,7 +201,12 @@ class Scope:
                 later.append(cells[-1])
                 continue
             self.observe(name, value)
-            new = self.substitute(value)
+            reads = _reads.active()
+            if reads is not None:
+                reads.scope = self
+            new = _reads.NOTHING if reads is None else reads.read(value, _reads.Path(("cell", cell), (), name))
+            if new is _reads.NOTHING:
+                new = self.substitute(value)
             cells.append(cell if new is value else types.CellType(new))
         return tuple(cells)
 
@@ -217,13 +216,22 @@ class Scope:
         if isinstance(fn, types.FunctionType):
             return self.function(fn)
         if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-            return types.MethodType(self.function(fn.__func__), fn.__self__)
+            return types.MethodType(self.function(fn.__func__), self._self(fn, fn.__self__))
         if isinstance(fn, functools.partial):
             return functools.partial(self.callable(fn.func), *fn.args, **fn.keywords)
         call = next((vars(k)["__call__"] for k in type(fn).__mro__ if "__call__" in vars(k)), None)
         if isinstance(call, types.FunctionType) and is_user_code(call):  # a callable object
-            return types.MethodType(self.function(call), fn)
+            return types.MethodType(self.function(call), self._self(fn, fn))
         return fn
+
+    def _self(self, fn, obj):
+        """The ``self`` a traced method runs with: the transform's root's object is
+        read through the build's reads (its weights are inputs: ``reads.py``)."""
+        reads = _reads.active()
+        if reads is None or fn is not reads.root:
+            return obj
+        reads.scope = self
+        return reads.read_item(obj, _reads.Path(("self",), (), "self"))
 
     def close(self) -> None:
         for view in self.views.values():
@@ -250,11 +258,3 @@ def scope(make: Callable[[], Scope]) -> Iterator[Scope]:
 
 def current() -> Scope | None:
     return _SCOPE.get()
-
-
-def in_user_module(module: types.ModuleType) -> bool:
-    """True for a module of the user's own code (not an installed library)."""
-    path = getattr(module, "__file__", None)
-    if not path or module.__name__ in sys.builtin_module_names:
-        return False
-    return not os.path.abspath(path).startswith(_LIBRARY)

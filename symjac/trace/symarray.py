@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 
 import numpy as np
+import sympy as sp
 from sympy.core.basic import Basic
 
 from .._errors import TracerControlFlowError, TracerConversionError, UnsupportedOperationError
@@ -606,6 +607,71 @@ def conversion_error(what: str, fix: str | None = None) -> TracerConversionError
         "Traced values only exist symbolically while symjac records the function. "
         + (fix or "Keep the computation in NumPy operations, which take traced values as they are.")
     )
+
+
+class ReadArray(SymArray):
+    """An array the function reads from an object, a global or a closure, as traced
+    code sees it: an input of the program (``reads.py``), which it cannot write into
+    (the write would not reach the user's array).
+
+    Its symbols (``W_0_1``) are made when first used: ``self.data[i]`` of a large
+    array makes one row's, not the whole array's (which would cost seconds and
+    send a small function to the array tier)."""
+
+    __slots__ = ("_cells", "_name", "_full")
+
+    def __init__(self, name: str, shape: tuple, dtype) -> None:
+        self._cells = np.full(shape, None, dtype=object)
+        self._name = name
+        self._full = False
+        self.dtype = np.dtype(dtype)
+
+    shape = property(lambda self: self._cells.shape)
+    ndim = property(lambda self: self._cells.ndim)
+    size = property(lambda self: self._cells.size)
+
+    @property
+    def elems(self) -> np.ndarray:
+        if not self._full:
+            self._make(np.arange(self._cells.size))
+            self._full = True
+        return self._cells
+
+    def made(self) -> np.ndarray:
+        """The symbols made so far (None where none was)."""
+        return self._cells
+
+    def _make(self, flat_ids: np.ndarray) -> None:
+        cells = self._cells.reshape(-1)
+        flat_ids = flat_ids.reshape(-1)
+        todo = flat_ids[np.equal(cells[flat_ids], None)] if flat_ids.size else flat_ids
+        if not todo.size:
+            return
+        # counted before any is made: a large array goes to the array tier at once
+        g.count_placeholders(int(todo.size), f"the array {self._name!r} the function reads")
+        todo = todo.tolist()
+        shape = self._cells.shape
+        for k in todo:
+            idx = np.unravel_index(k, shape) if shape else ()
+            cells[k] = sp.Symbol(f"{self._name}_{'_'.join(map(str, idx))}" if shape else self._name, real=True)
+
+    def __getitem__(self, key):
+        key = _static_index(key)
+        try:
+            wanted = np.arange(self._cells.size).reshape(self._cells.shape)[key]
+        except (IndexError, TypeError, ValueError):
+            return SymArray.__getitem__(self, key)  # (NumPy's error, from the whole array)
+        self._make(np.asarray(wanted))
+        return SymArray(self._cells[key], self.dtype)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d traced array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __setitem__(self, key, value):
+        raise store_error(self.dtype)
 
 
 def store_error(dtype) -> TracerConversionError:

@@ -25,7 +25,7 @@ from .._errors import UnsupportedOperationError
 from ..ir import graph as g
 from ..ir import tensor as t
 from . import primitives  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
-from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row
+from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row, store_error
 
 
 class NotArrayTraceable(UnsupportedOperationError):
@@ -260,6 +260,18 @@ TArray.__abs__ = lambda self: np.absolute(self)
 TArray.__invert__ = lambda self: np.invert(self)
 TArray.__matmul__ = lambda self, other: _matmul(self, other)
 TArray.__rmatmul__ = lambda self, other: _matmul(other, self)
+
+
+
+class ReadTArray(TArray):
+    """An array the function reads from an object, a global or a closure: an input of
+    the program (``reads.py``) that traced code cannot write into (the write would
+    not reach the user's array)."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value):
+        raise store_error(self.dtype)
 
 
 # ----- operands -------------------------------------------------------------------------------
