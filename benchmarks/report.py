@@ -124,6 +124,18 @@ def target_rows(t: dict) -> list[tuple[str, str, str, str]]:
         if "seconds" in r:
             rows.append((f"Jacobian built (compile excluded): {label}", "≤ 1 s",
                          f"{r['seconds']:.2f} s ({r['n_ops']} operations)", _verdict(r["seconds"] <= 1.0)))
+    rd = t.get("reads", {})
+    if "times" in rd:
+        times, n = rd["times"], rd["arrays"]
+        per = times["fetch"]["median"] / n
+        rows.append((f"a model's weights read from self on every call ({n} arrays, 6→8→8→8→3 tanh network "
+                     "Jacobian): fetching and checking them, per array", "≤ 0.2 µs",
+                     f"{per * 1e6:.2f} µs (the call: {_us(times['on self']['median'])} with them on self, "
+                     f"{_us(times['as arguments']['median'])} with them as arguments; {rd['tier']})",
+                     _verdict(per <= 0.2e-6)))
+    elif rd:
+        rows.append(("a model's weights read from self", "≤ 0.2 µs", f"failed: {rd.get('error', '?')[:200]}",
+                     _verdict(None)))
     rows += ready_rows(t.get("ready", {}))
     rows += batch_rows(t.get("batches", {}))
     return rows

@@ -227,8 +227,49 @@ def task_batches(opts) -> dict:
     return out
 
 
+def task_reads(opts) -> dict:
+    """Issue 25: a model's weights read from ``self`` on every call.  A 4-layer tanh
+    network 6→8→8→8→3 keeps its 8 weight arrays on the object; its Jacobian is
+    timed against the same function taking the 8 arrays as (not differentiated)
+    arguments, and the fetch of the 8 arrays (paths, shapes, dtypes checked)
+    alone, side by side."""
+    import symjac as sj
+    from symjac.runtime import dispatch
+
+    rng = np.random.default_rng(5)
+    sizes = [(8, 6), (8, 8), (8, 8), (3, 8)]
+    weights = [a for n_out, n_in in sizes for a in (rng.standard_normal((n_out, n_in)) / 3,
+                                                    0.1 * rng.standard_normal(n_out))]
+
+    def forward(x, params):
+        for k in range(0, len(params), 2):
+            x = np.tanh(params[k] @ x + params[k + 1])
+        return x
+
+    class Net:
+        def __init__(self):
+            self.params = list(weights)
+
+        def __call__(self, x):
+            return forward(x, self.params)
+
+    net = Net()
+    x = rng.standard_normal(6)
+    on_self = sj.jacobian(net)
+    as_args = sj.jacobian(lambda x, *params: forward(x, params))
+    on_self.compile(x)
+    as_args.compile(x, *weights)
+    compiled = dispatch.compiled_for(on_self.request, (x,))
+    fetch = compiled.reads
+    contenders = {"on self": lambda: on_self(x), "as arguments": lambda: as_args(x, *weights),
+                  "fetch": lambda: fetch(net)}
+    assert np.array_equal(on_self(x), as_args(x, *weights))
+    return {"arrays": len(weights), "times": timing.side_by_side(contenders, rounds=opts.rounds, target=0.02),
+            "tier": on_self.info(x).tier}
+
+
 TASKS = {"throughput": task_throughput, "single": task_single, "firstcall": task_firstcall,
-         "steady": task_steady, "build": task_build, "batches": task_batches}
+         "steady": task_steady, "build": task_build, "batches": task_batches, "reads": task_reads}
 
 
 def main() -> None:
@@ -303,6 +344,8 @@ def run_all(out_dir: Path, quick: bool, log=print) -> dict:
                         for name in ("recurrence", "tanh_chain")}
     log("target: per-sample batches, symjac and JAX side by side")
     results["batches"] = child("batches", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "batches")}, rounds=rounds)
+    log("target: a model's weights read from self on every call")
+    results["reads"] = child("reads", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "reads")}, rounds=rounds)
     log("target: kernel ready in fresh processes (tanh(A@x) Jacobian, MLP Jacobian, 20-body gradient)")
     results["ready"] = ready_all(1 if quick else 3)
     results["quick"] = quick
