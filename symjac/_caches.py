@@ -10,7 +10,7 @@ from . import _config
 from .backend import compiler as _compile
 from .backend import native
 from .diff import accumulate
-from .runtime import dask, guards, stats, store, warm
+from .runtime import dask, guards, stats, store
 from .runtime.stats import CacheInfo
 from .trace import arrayops
 
@@ -49,7 +49,6 @@ def clear_caches() -> None:
     accumulate.clear_templates()
     arrayops.clear_caches()
     guards.clear_caches()
-    warm.fingerprint.cache_clear()
 
 
 def wait_for_kernels() -> None:

@@ -385,3 +385,123 @@ def test_a_relative_cache_directory_is_resolved_once(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout.split()[:2] == ["kernel", "None"], run.stdout + run.stderr
     assert "kernels" in run.stdout and "programs" in run.stdout
+
+
+_CHILD = """
+import numpy as np, symjac as sj
+sj.set_compile_mode("sync")
+def f(x):
+    return np.sin(x) * np.roll(x, 1) + x ** 3
+J = sj.jacobian(f)
+x = np.linspace(0.1, 1.0, 5)
+print(J(x).tobytes().hex(), J.info(x).tier)
+"""
+
+
+class _Planted:
+    """Unpickling this creates ``marker``: proof that a planted file was loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return (Path.touch, (Path(self.marker),))
+
+
+def _child(env):
+    run = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, f"the process ended with {run.returncode}: {run.stderr}"
+    out, tier = run.stdout.split()
+    return out, tier, run.stderr
+
+
+def test_a_shared_numba_cache_dir_is_neither_written_nor_read(tmp_path):
+    """NUMBA_CACHE_DIR at a world-writable directory: another user can plant an
+    index under Numba's predictable name there, which Numba would unpickle."""
+    import hashlib
+    import pickle
+
+    import numba
+
+    shared, private = tmp_path / "shared", tmp_path / "private"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(shared), SYMJAC_CACHE_DIR=str(private))
+    out, tier, _ = _child(env)
+    assert (out, tier) == (WANT.tobytes().hex(), "kernel")
+    assert not [p for p in shared.rglob("*") if p.suffix in (".nbi", ".nbc")], "nothing written to the shared dir"
+    pycache = private / "kernels" / "__pycache__"
+    names = [p.name for p in pycache.glob("*.nbi")]
+    assert names, "Numba's cache lives beside the kernel files, in symjac's private directory"
+    # plant an index for every kernel where Numba would look for it, then make the private cache miss
+    kernels = str((private / "kernels").resolve())
+    planted = shared / f"kernels_{hashlib.sha1(kernels.encode()).hexdigest()}"
+    planted.mkdir()
+    marker = tmp_path / "foreign-code-ran"
+    for name in names:
+        (planted / name).write_bytes(pickle.dumps(numba.__version__) + pickle.dumps(_Planted(str(marker))))
+    for p in pycache.iterdir():
+        p.unlink()
+    out, tier, _ = _child(env)
+    assert not marker.exists(), "a planted Numba index was unpickled"
+    assert (out, tier) == (WANT.tobytes().hex(), "kernel")
+
+
+def test_a_damaged_numba_cache_file_is_compiled_again_never_run(tmp_path):
+    """Code bytes overwritten inside a .nbc of valid size used to end the
+    process with SIGILL or SIGSEGV: every file is sealed by a digest."""
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    _child(env)
+    data_files = sorted((tmp_path / "cache" / "kernels" / "__pycache__").glob("*.nbc"))
+    assert data_files
+    for p in data_files:
+        data = bytearray(p.read_bytes())
+        middle = len(data) // 2
+        data[middle:middle + 64] = b"\x0f\x0b" * 32  # ud2: an illegal instruction, wherever code was
+        p.write_bytes(bytes(data))
+    out, tier, err = _child(env)
+    assert (out, tier) == (WANT.tobytes().hex(), "kernel")
+    assert "could not be read" in err
+    out, tier, err = _child(env)  # rewritten, sealed: loaded without a warning
+    assert (out, tier, "could not be read" in err) == (WANT.tobytes().hex(), "kernel", False)
+
+
+def test_numba_cache_files_are_sealed_and_private(cache):
+    from symjac.backend import numba_cache
+
+    fresh_call()
+    files = list((cache / "kernels" / "__pycache__").glob("*.nb*"))
+    assert files
+    for p in files:
+        assert numba_cache.unsealed(p.name, p.read_bytes()) is not None
+        assert numba_cache.unsealed(p.name + "x", p.read_bytes()) is None, "the seal binds the file's name"
+        assert not p.stat().st_mode & 0o077
+
+
+def test_an_upgrade_that_changes_any_module_invalidates_machine_code(tmp_path, monkeypatch):
+    """The fingerprint of kernel bodies used to hash a hand-kept list of files
+    that left out ir/numeric_ops.py: an upgrade changing an operation's
+    emitter there kept running the old code from the user's cache."""
+    import shutil
+
+    from symjac import _fingerprint
+    from symjac.backend import native
+
+    copy = tmp_path / "symjac"
+    shutil.copytree(_fingerprint.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _fingerprint.of_package(copy)
+    assert before == _fingerprint.of_package(), "a copy digests like the installed package"
+    for module in ("ir/numeric_ops.py", "ir/ops.py", "trace/arrayops.py", "backend/emit.py", "runtime/layout.py"):
+        path = copy / module
+        path.write_text(path.read_text() + "\n# changed by an upgrade\n")
+        after = _fingerprint.of_package(copy)
+        assert after != before, f"a change to {module} must change the fingerprint"
+        before = after
+    # every cache stamps its entries with the one fingerprint: symbols, module headers, warm entries
+    text, symbol = "program text", native.symbol_for("program text", "kernel")
+    entry = _warm.fingerprint()
+    monkeypatch.setattr(_fingerprint, "fingerprint", lambda: "0" * 32)
+    assert native.symbol_for(text, "kernel") != symbol and _warm.fingerprint() != entry

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "symjac"
 #: pipeline order; modules not listed belong to the API layer on top
 STAGES = {"ir": 1, "trace": 2, "diff": 3, "backend": 4, "runtime": 5, "show": 6}
 API = 7
-SHARED = {"symjac._errors", "symjac._config", "symjac._location"}  # imported by anyone
+SHARED = {"symjac._errors", "symjac._config", "symjac._location", "symjac._fingerprint"}  # imported by anyone
 
 
 def module_name(path: Path) -> str:

@@ -271,9 +271,12 @@ print(J(x).tobytes().hex(), sj.cache_info().compiles, J.info(x).tier)
 def test_a_damaged_or_untrusted_kernel_body_is_compiled_again_never_loaded(tmp_path, damage):
     env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path))
 
+    again_err = []
+
     def run():
         out = subprocess.run([sys.executable, "-c", _BODY], env=env, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr
+        again_err[:] = [out.stderr]
         return out.stdout.split()
 
     first = run()
@@ -291,4 +294,5 @@ def test_a_damaged_or_untrusted_kernel_body_is_compiled_again_never_loaded(tmp_p
         p.unlink()
     again = run()
     assert again[0] == first[0] and again[2] == "kernel"
+    assert "was changed, or is not private to you" in again_err[0], "the README promises a warning"
     assert obj.read_bytes() == data and not obj.stat().st_mode & 0o022  # rewritten from a fresh compile

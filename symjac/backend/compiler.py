@@ -1,7 +1,7 @@
 """Kernel files and Numba compilation.
 
 Kernels are written to real ``.py`` files in the cache directory (so Numba's
-``cache=True`` works and a second process loads machine code instead of
+disk cache works and a second process loads machine code instead of
 compiling), imported, and compiled for explicit C-contiguous signatures.
 Files are content-addressed: the name carries a digest of the source, so a
 file is never rewritten (Numba keys its index on the file's timestamp).
@@ -17,7 +17,6 @@ import json
 import os
 import queue
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import CompileError, warn
+from . import numba_cache
+from .private import private_dir, read_private, write_private
 
 
 def source_digest(source: str) -> str:
@@ -46,64 +47,6 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
         warn(message, RuntimeWarning)
-
-
-def _trusted_stat(st: os.stat_result, directory: bool) -> bool:
-    kind_ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
-    return kind_ok and st.st_uid == os.getuid() and not st.st_mode & 0o022
-
-
-def _trusted(path: Path, directory: bool) -> bool:
-    """The cache only uses files and directories the user owns and nobody
-    else can write (and never a symbolic link): kernel files are executed,
-    program entries decide what runs."""
-    try:
-        return _trusted_stat(path.lstat(), directory)
-    except OSError:
-        return False
-
-
-def _private_dir(path: Path) -> bool:
-    """Create ``path`` private to the user if missing; True if it is usable."""
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError:
-        return False
-    return _trusted(path, directory=True) and os.access(path, os.W_OK | os.X_OK)
-
-
-def read_private(path: Path) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (not a link) that the
-    user owns and nobody else can write, checked on the open file itself (so
-    it cannot be swapped in between); None if it is missing or untrusted."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    try:
-        if not _trusted_stat(os.fstat(fd), directory=False):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def write_private(directory: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` to ``directory/name`` atomically (a private temporary
-    file renamed into place).  A failed write (a full disk) leaves nothing
-    behind, not even the temporary file; the OSError propagates."""
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, directory / name)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return directory / name
 
 
 _ABSOLUTE: dict[str, Path] = {}  # SYMJAC_CACHE_DIR as given -> the absolute path it named when first read
@@ -128,7 +71,7 @@ def _fallback() -> Path:
     global _fallback_root
     if _removed:  # a thread still at work after the exit handler: never leave a new directory behind
         raise CacheWriteError("symjac's temporary cache was removed at exit")
-    if _fallback_root is None or not _private_dir(_fallback_root):
+    if _fallback_root is None or not private_dir(_fallback_root):
         _fallback_root = Path(tempfile.mkdtemp(prefix="symjac-cache-"))
         atexit.register(_remove_fallback, _fallback_root)
     return _fallback_root
@@ -164,7 +107,7 @@ def cache_root() -> Path:
     process instead (removed when the process exits).
     """
     base = _configured_root()
-    if _private_dir(base) and _private_dir(base / "kernels") and _private_dir(base / "programs"):
+    if private_dir(base) and private_dir(base / "kernels") and private_dir(base / "programs"):
         return base
     fallback = _fallback()
     _warn_once(
@@ -180,18 +123,18 @@ def cache_root() -> Path:
 def cache_dir() -> Path:
     """Where kernel files live: ``cache_root() / "kernels"``."""
     path = cache_root() / "kernels"
-    if not _private_dir(path):  # the fallback root, its subdirectory not made yet or removed
+    if not private_dir(path):  # the fallback root, its subdirectory not made yet or removed
         path = _fallback() / "kernels"
-        _private_dir(path)
+        private_dir(path)
     return path
 
 
 def programs_dir() -> Path:
     """Where warm-start program entries live: ``cache_root() / "programs"``."""
     path = cache_root() / "programs"
-    if not _private_dir(path):
+    if not private_dir(path):
         path = _fallback() / "programs"
-        _private_dir(path)
+        private_dir(path)
     return path
 
 
@@ -211,7 +154,7 @@ def write_module(source: str, stem: str) -> Path:
         try:
             directory = cache_dir() if attempt == 0 else _fallback() / "kernels"
             if attempt:
-                _private_dir(directory)
+                private_dir(directory)
             path = directory / f"{stem}.py"
             if _read_verified(path) == source:
                 return path
@@ -266,6 +209,7 @@ def load_function(path: Path, name: str, regenerate):
             sys.modules[module_name] = module
             try:
                 exec(code, module.__dict__)
+                numba_cache.install(module)
             except BaseException:
                 del sys.modules[module_name]
                 raise
@@ -433,6 +377,24 @@ def collector_paused():
             _pauses -= 1
             if _pauses == 0 and _resume:
                 gc.enable()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the background thread and the compile children are
+    the parent's, and a lock may have been held by a thread that does not
+    exist here (the child hung in ``wait_for_kernels()`` on a count of jobs
+    nobody would finish, or on a lock nobody would release)."""
+    global _lock, _jobs, _worker, _worker_lock, _pause_lock, _pauses, _resume, _children, _threads
+    _lock, _worker_lock, _pause_lock = threading.Lock(), threading.Lock(), threading.Lock()
+    _jobs, _worker = queue.Queue(), None
+    _threads, _children = weakref.WeakSet(), set()
+    if _pauses and _resume:
+        gc.enable()  # paused by a compile that does not go on here
+    _pauses, _resume = 0, False
+    _queues.clear()  # their owners register new ones (native's optimiser)
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def busy() -> bool:

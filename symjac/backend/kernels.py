@@ -1,10 +1,11 @@
 """Kernel modules: the text of the files that hold compiled kernels.
 
 A kernel module holds its program as data (``SYMJAC_NATIVE``: the body's
-symbol and the program text) and one-line ``@njit(cache=True)`` wrappers that
-call the body (``native.py``), so the file alone compiles the kernel in any
-process (the compile child too); the body's object code and Numba's disk
-cache of the wrappers serve later processes.  The text holds only names symjac
+symbol and the program text) and one-line ``@njit`` wrappers that call the
+body (``native.py``), so the file alone compiles the kernel in any process
+(the compile child too); the body's object code and Numba's disk cache of the
+wrappers (sealed, beside the file: ``numba_cache.py``, installed when the
+module is loaded) serve later processes.  The text holds only names symjac
 generates (checked against a strict pattern here, where it is written) and
 numbers: never a user's string.
 
@@ -55,6 +56,7 @@ def _header() -> list[str]:
         "# symjac kernel module (generated; do not edit). SYMJAC_NATIVE names the kernel body's symbol and",
         "# holds its program (opcode names and numbers), which symjac compiles to machine code through",
         "# LLVM IR (symjac.backend.native) before Numba compiles or loads the wrappers that call it.",
+        "# symjac gives the wrappers a disk cache in __pycache__ beside this file (symjac.backend.numba_cache).",
         f"# symjac-ir {native.fingerprint()}",
     ]
 
@@ -80,7 +82,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
             f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
             "",
             "",
-            "@njit(cache=True, nogil=True)",
+            "@njit(nogil=True)",
             f"def {name}({args}):",
             f'    native_call({packed}, "{symbol}")',
         ]
@@ -93,7 +95,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
         f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
         "",
         "",
-        "@njit(cache=True, nogil=True, parallel=True)",
+        "@njit(nogil=True, parallel=True)",
         f"def {name}_batch({args}):",
         "    n = out0.shape[0]",
         "    parts = min(n, thread_count())  # one range of samples per thread",
@@ -106,7 +108,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
         f'        native_range({packed}, lo, hi, "{symbol}")',
         "",
         "",
-        "@njit(cache=True, nogil=True)",
+        "@njit(nogil=True)",
         f"def {name}_batch_serial({args}):",
         f'    native_range({packed}, 0, out0.shape[0], "{symbol}")',
     ]
@@ -136,13 +138,13 @@ def vm_source() -> str:
         f"SYMJAC_NATIVE = [{bodies}]",
         "",
         "",
-        "@njit(cache=True)",
+        "@njit",
         f"def run({params.format(inputs='inputs', rest='work, out')}):",
         "    vm_step(code, consts, inputs, inputs, work)",
         *("    " + line.format(out="out[") for line in store),
         "",
         "",
-        "@njit(cache=True, parallel=True)",
+        "@njit(parallel=True)",
         f"def run_batch({params.format(inputs='batched, shared', rest='out')}):",
         "    n = max(code.shape[0], 1)",
         "    for i in prange(batched.shape[0]):",
@@ -151,7 +153,7 @@ def vm_source() -> str:
         *("        " + line.format(out="out[i, ") for line in store),
         "",
         "",
-        "@njit(cache=True)",
+        "@njit",
         f"def run_batch_serial({params.format(inputs='batched, shared', rest='out')}):",
         "    work = np.empty(max(code.shape[0], 1), dtype=consts.dtype)",
         "    for i in range(batched.shape[0]):",

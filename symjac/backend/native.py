@@ -31,25 +31,27 @@ the file (a damaged or foreign file is compiled again, never loaded).
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
+import os
 import pickle
-import platform
 import queue
 import sys
 import threading
 import time
-from importlib import metadata
 from pathlib import Path
 
 import llvmlite.binding as llvm
+import llvmlite.binding.ffi as llvm_ffi
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
+from .. import _fingerprint
+from .._errors import warn
 from . import compiler as _compile
 from .emit import body_ir, vm_ir
 from .program import from_text
@@ -81,19 +83,11 @@ SWITCH_SECONDS = 0.0002
 _switch_saved: tuple[float, float] | None = None  # (the switch interval to restore when the last leaves, ours)
 
 
-@functools.cache
 def fingerprint() -> str:
     """A digest of everything that decides the machine code of a module with
-    a given text: the records, the emitter, the module formats, the versions."""
-    here = Path(__file__).parent
-    h = hashlib.blake2b(digest_size=8)
-    versions = [metadata.version(p) for p in ("numba", "llvmlite", "numpy")]
-    h.update(f"{versions} {platform.machine()}".encode())
-    for path in (here.parent / "ir" / "ops.py", here / "emit.py", here / "native.py", here / "kernels.py",
-                 here / "program.py", here / "reroll.py", here / "dots.py",
-                 here / "vector.py"):
-        h.update(path.read_bytes())
-    return h.hexdigest()
+    a given text (see :mod:`symjac._fingerprint`: the whole package and the
+    versions it generates code with)."""
+    return _fingerprint.fingerprint()[:16]
 
 
 def _target_machine(opt: int = 3):
@@ -157,7 +151,6 @@ def _host() -> str:
 
 
 def _object_path(symbol: str) -> Path:
-
     return _compile.cache_dir() / f"{symbol}.{_host()}.o"
 
 
@@ -166,12 +159,17 @@ def _seal(symbol: str, code: bytes) -> bytes:
 
 
 def _read_object(path: Path, symbol: str) -> bytes | None:
-
+    """The object code stored for ``symbol`` at ``path``; None if there is
+    none, or (with a warning) if the file was changed or is not private."""
     data = _compile.read_private(path)  # trust checked on the open file: it cannot be swapped in between
-    if data is None:
-        return None
-    code = data[_DIGEST:]
-    return code if data[:_DIGEST] == _seal(symbol, code) else None
+    if data is not None:
+        code = data[_DIGEST:]
+        if data[:_DIGEST] == _seal(symbol, code):
+            return code
+    if path.exists():
+        warn(f"symjac: the object file {path} was changed, or is not private to you; symjac "
+             "does not load it and compiles the kernel body again.", RuntimeWarning)
+    return None
 
 
 def _write_object(path: Path, symbol: str, code: bytes) -> None:
@@ -359,6 +357,51 @@ def _optimise() -> None:
             pass
         finally:
             _optimising.task_done()
+
+
+def _hold_toolchain() -> None:
+    """Before a fork: wait for the Numba compile and the LLVM call in progress
+    on another thread (a background compile) to end, and hold their locks
+    through the fork.  Both are Python locks: one held at the fork by a thread
+    that does not exist in the child is held there forever, and the child hung
+    in its first compile (in llvmlite's lock, inside ``emit_object``).  A fork
+    during a long LLVM call (an optimisation of a large body) waits for it,
+    seconds at most."""
+    global_compiler_lock.acquire()  # (first: a Numba compile takes it, then llvmlite's)
+    llvm_ffi.lib._lock.__enter__()
+
+
+def _release_toolchain() -> None:
+    llvm_ffi.lib._lock.__exit__(None, None, None)
+    global_compiler_lock.release()
+
+
+os.register_at_fork(before=_hold_toolchain, after_in_parent=_release_toolchain, after_in_child=_release_toolchain)
+
+
+def _forget_after_fork() -> None:
+    """In a forked child (after the compiler's reset): no optimiser thread, no
+    body in work, fresh locks.  Bodies whose optimisation was queued or under
+    way keep their quick code (same results); those still queued are optimised here."""
+    global _lock, _optimising, _optimiser, _wrapper_lock, _body_work, _switch_saved
+    pending = []
+    while True:
+        try:
+            pending.append(_optimising.get_nowait())
+        except queue.Empty:
+            break
+    _lock, _wrapper_lock = threading.Lock(), threading.Lock()
+    _compiling.clear()
+    _optimising, _optimiser = _compile.drained_at_exit(queue.Queue()), None
+    body_work.local = threading.local()
+    if _switch_saved is not None and sys.getswitchinterval() == _switch_saved[1]:
+        sys.setswitchinterval(_switch_saved[0])
+    _body_work, _switch_saved = 0, None
+    for symbol, kind, text in pending:
+        _optimise_later(symbol, kind, text)
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def settle() -> None:

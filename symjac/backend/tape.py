@@ -239,6 +239,17 @@ def _loaded(name: str, dtype):
     return fn
 
 
+def _forget_after_fork() -> None:
+    """In a forked child: wrappers being loaded by the parent's threads are
+    loaded again when asked for, and no lock is held by a thread not here."""
+    global _ready_lock, _loading_lock
+    _ready_lock, _loading_lock = threading.Lock(), threading.Lock()
+    _loading.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _quietly(name: str, dtype) -> None:
     # after the queued kernel compiles: both take Numba's compiler lock, and a kernel
     # serves far faster than the wrapper saves (~1.5 µs a tape call); measured on an

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import threading
 
@@ -30,6 +31,14 @@ from .request import Request
 _PROGRAMS: dict = {}  # ChunkProgram.key -> BatchProgram, per worker process
 _PROGRAMS_LOCK = threading.Lock()
 _KEY_BYTES = 16  # of a chunk program's content digest
+
+
+def _new_lock_after_fork() -> None:  # one held by another thread at a fork would be held forever in the child
+    global _PROGRAMS_LOCK
+    _PROGRAMS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def clear() -> None:

@@ -9,6 +9,7 @@ tracing, differentiating and compiling from scratch.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -22,6 +23,14 @@ from .stats import STATS
 from .store import clock
 
 _build_lock = threading.RLock()
+
+
+def _new_lock_after_fork() -> None:  # one held by another thread at a fork would be held forever in the child
+    global _build_lock
+    _build_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def compiled_for(request: Request, args: Sequence, start: bool = True) -> Compiled:

@@ -16,6 +16,7 @@ first compile in a process costs ~0.5 s, so a kernel no longer waits for it.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 import weakref
@@ -65,6 +66,25 @@ def _load_wrappers(ref) -> None:
         kernel.load_wrappers()
 
 
+_live: weakref.WeakSet = weakref.WeakSet()  # every kernel of the process (see _forget_after_fork)
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: a kernel the parent was compiling in the background
+    goes back to ``tape-only`` (its compile does not go on here; the next call
+    starts it again), and each kernel gets a fresh lock (one held at the fork
+    by a compiling thread would be held forever: ``.compile()`` hung)."""
+    for kernel in list(_live):
+        kernel._lock = threading.Lock()
+        if kernel.state == "compiling" and kernel.kernel is None:
+            kernel.state = "tape-only"
+        elif kernel.kernel is not None and not kernel.wrapped:
+            kernel._wrap_later()  # the wrappers were to load on the parent's thread
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 class Kernel:
     """A program's kernel module and how far it is.
 
@@ -100,6 +120,7 @@ class Kernel:
         self.wrapped = False  # the Numba wrappers serve (False: the C entry, or nothing yet)
         self._dispatchers: list = []
         self._lock = threading.Lock()
+        _live.add(self)
 
     def load_kernel(self) -> None:
         """Compile (or load from disk) the kernel now, its Numba wrappers

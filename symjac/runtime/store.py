@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import sys
 import threading
 import weakref
@@ -78,6 +79,14 @@ class Root:
 
 _ROOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hashable functions -> Root
 _roots_lock = threading.RLock()  # (Guards may read a user's attributes: re-entrant)
+
+
+def _new_lock_after_fork() -> None:  # one held by another thread at a fork would be held forever in the child
+    global _roots_lock
+    _roots_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 _BY_ID: dict[int, tuple[weakref.ref, Root]] = {}  # unhashable ones (dataclasses): id -> (ref, Root)
 #: every program held, weakly -> (its table, weakly; its key)
 _LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

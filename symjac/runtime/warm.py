@@ -26,7 +26,6 @@ What an entry is trusted with, and why:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import json
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _fingerprint
 from .._errors import warn
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
@@ -51,19 +51,11 @@ _DIGEST = re.compile(r"[0-9a-f]{16}")
 _FLOAT_DTYPES = ("<f4", "<f8")
 
 
-@functools.lru_cache(maxsize=1)
 def fingerprint() -> str:
-    """A digest of symjac's own source and the versions it depends on: any
-    change to how programs are built invalidates old entries."""
-    import numba
-
-    h = hashlib.blake2b(digest_size=_DIGEST_BYTES)
-    h.update(f"{FORMAT} {np.__version__} {numba.__version__}".encode())
-    here = Path(__file__).parent.parent  # the whole symjac package, subpackages included
-    for path in sorted(here.rglob("*.py")):
-        h.update(path.relative_to(here).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+    """A digest of symjac's own source and the versions it depends on (see
+    :mod:`symjac._fingerprint`) and of this cache's format: any change to how
+    programs are built invalidates old entries."""
+    return f"{FORMAT}-{_fingerprint.fingerprint()}"
 
 
 def key(request, parts, traced) -> str | None:
