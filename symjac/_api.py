@@ -17,12 +17,13 @@ from collections.abc import Callable
 import numpy as np
 
 from ._errors import ArgumentError, ArityError
-from ._signature import Signature, normalize_argnums
+from ._signature import DEFAULT, Signature, argnames, normalize_argnums
+from ._signature import runtime_value as _runtime_value
 from .backend import native
 from .diff import products
 from .diff import tensor as tensor_products
 from .diff.products import EXTRA, VECTOR, Spec
-from .runtime import dispatch, layout, store
+from .runtime import dispatch, keys, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
@@ -41,6 +42,18 @@ _ndarray = np.ndarray  # (one global lookup on the hot path)
 _ANY_NUMBER = 2**30  # the arity bound of a function taking *args
 
 
+def _check_static_keyword(fn_name: str, name: str, value) -> None:
+    """A keyword option is part of the cache key, so it must have one (see ``runtime.keys``)."""
+    try:
+        keys.value_key(value)
+    except keys.Unkeyable as exc:
+        raise ArgumentError(
+            f"{fn_name}'s keyword-only argument {name!r} is static (an option: part of the kernel cache "
+            f"key), so it must be hashable or an array; got a {exc}. Pass a tuple instead of a list, a "
+            "frozen dataclass or tuple of pairs instead of a dict, or arrays (runtime inputs)."
+        ) from None
+
+
 class Transform:
     """A function transformed by symjac, callable with NumPy arrays.
 
@@ -48,52 +61,77 @@ class Transform:
     shaped like the input, ``vjp`` a trailing ``u`` shaped like the output).
     ``.symbolic(*args)`` returns the result as SymPy expressions and
     ``.source(*args)`` the generated kernel.
+
+    Arguments: arrays and numbers (positional, or positional parameters given
+    by keyword) are runtime inputs; containers of them (a dict of weights, a
+    list of layers) come back differentiated in their own structure; values
+    named by ``static_argnums`` / ``static_argnames`` are static (part of the
+    cache key: a new value builds a new program).  Keyword-only parameters
+    (after ``*``) are options: a number, string, tuple or None passed there is
+    static, an array (or a container of arrays) is a runtime input that is not
+    differentiated.  Parameters a call leaves out stay defaults.
+
+    Results: the function may return an array, a number, or a container of
+    them (a tuple, a dict, a named tuple, a list of arrays of different shapes,
+    with ``None`` entries); every transform returns the same structure, one
+    entry per output (a list of numbers or of same-shape arrays is one array,
+    as NumPy reads it).
     """
 
     def __init__(self, fn: Callable, kind: str, argnums=0, static_argnums=(), sparse: bool = False,
-                 format: str = "csr", has_aux: bool = False, with_value: bool = False):
+                 format: str = "csr", has_aux: bool = False, with_value: bool = False, static_argnames=()):
         if not callable(fn):
             raise ArgumentError(f"sj.{kind} needs a callable; got {type(fn).__name__}.")
+        static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         if isinstance(fn, Transform) and fn.kind == "jit":
             # jit only compiles; a transform of it is the transform of its function
             static_argnums = tuple(fn.static_argnums) + (
                 tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else (static_argnums,)
             )
             static_argnums = tuple(sorted(set(static_argnums)))
+            static_argnames += tuple(fn.static_kwnames)
             fn = fn.fn
         self.fn = fn
         self.kind = kind
         inner = fn if isinstance(fn, Transform) else None
         self._signature = None if inner else Signature(fn)
+        self.root_signature: Signature = inner.root_signature if inner else self._signature
         self.n_extra = EXTRA.get(kind, 0)
         n_primal = inner.n_params if inner else self._signature.n_params
         static = normalize_argnums(static_argnums, n_primal, "static_argnums")[0] if static_argnums != () else ()
-        self.static_argnums = frozenset(static) | (inner.static_argnums if inner else frozenset())
+        positions, self.static_kwnames = argnames(self.root_signature, static_argnames)
+        self.static_kwnames |= inner.static_kwnames if inner else frozenset()
+        self.static_argnums = frozenset(static) | positions | (inner.static_argnums if inner else frozenset())
         if kind == "jit":
             self.argnums, self.tuple_argnums = (), False
         else:
             self.argnums, self.tuple_argnums = normalize_argnums(argnums, n_primal, "argnums")
             clash = self.static_argnums.intersection(self.argnums)
             if clash:
+                names = self.root_signature.names
+                which = f" ({names[min(clash)]})" if min(clash) < len(names) else ""
                 raise ArgumentError(
-                    f"argument {min(clash)} is both differentiated (argnums) and static "
-                    "(static_argnums); a static argument is a constant and has no derivative."
+                    f"argument {min(clash)}{which} is both differentiated (argnums) and static "
+                    "(static_argnums or static_argnames); a static argument is a constant and has no derivative."
                 )
         if format not in ("csr", "csc"):
             raise ArgumentError(f"format must be 'csr' or 'csc'; got {format!r}.")
         if sparse and kind not in ("jacobian", "hessian"):
             raise ArgumentError(f"sparse=True applies to jacobian and hessian, not {kind}.")
-        if has_aux and kind not in ("grad", "jacobian", "jvp", "vjp"):
-            raise ArgumentError(f"has_aux=True applies to grad, value_and_grad, jacobian, jvp and vjp, not {kind}.")
+        if has_aux and kind not in ("grad", "jacobian", "jvp", "vjp", "hessian"):
+            raise ArgumentError(
+                f"has_aux=True applies to grad, value_and_grad, jacobian, hessian, jvp and vjp, not {kind}.")
         self.spec = Spec(kind, self.argnums, self.tuple_argnums, self.n_extra, format if sparse else None,
                          bool(has_aux), bool(with_value))
         self.root = inner.root if inner else fn
+        sig = self.root_signature
         self.request = Request(
             self.root,
             (self.spec,) + (inner.request.products if inner else ()),
             self.static_argnums,
-            inner.request.params if inner else self._signature.names,
+            inner.request.params if inner else sig.names + sig.kwonly_names,
             getattr(self.root, "__name__", type(self.root).__name__).replace("<lambda>", "lambda"),
+            call=inner.request.call if inner else (sig.call if sig.known and not sig.varargs else None),
         )
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             try:
@@ -108,6 +146,11 @@ class Transform:
         # binding (defaults left out stay defaults)
         n = self.n_params
         self._arity = range(self.n_required, (n if n is not None else _ANY_NUMBER) + 1)
+        if self.root_signature.needs_binding:  # a keyword-only parameter without a default: always bind
+            self._arity = range(0)
+        n = self.root_signature.n_params
+        self._n_positional = n if n is not None else _ANY_NUMBER  # past it, keyword-only arguments
+        self._max_positional = self._n_positional + self.n_extra
 
     # ----- signature ---------------------------------------------------------------
 
@@ -122,8 +165,9 @@ class Transform:
         return inner + self.n_extra
 
     def bind(self, args: tuple, kwargs: dict) -> tuple:
-        """The arguments as the function's positional parameters (defaults
-        left out stay defaults), followed by the vector of a vector product."""
+        """The arguments as the function's positional parameters, then its
+        keyword-only ones (``Signature.bind``: defaults left out stay
+        defaults), followed by the vector of a vector product."""
         n = len(args) - self.n_extra
         if n < 0:
             raise ArityError(
@@ -157,7 +201,9 @@ class Transform:
         table = self._table
         if table.guards is not None:
             store.check(table)
-        if not kwargs:
+        # (a call with keyword-only arguments leaves its bound arguments there too: never
+        # serve a positional call with more arguments than the function takes from them)
+        if not kwargs and len(args) <= self._max_positional:
             if len(args) == 1:
                 last = table.last
                 if last is not None:
@@ -182,38 +228,78 @@ class Transform:
                 if any(_traced(a) or (pytree.is_container(a) and any(map(_traced, pytree.flatten(a)[0])))
                        for a in args):
                     return self._apply_traced(list(args))
-                request, flat, structure = self._flattened(args)
-                if request is not self.request:
-                    result = dispatch.call(request, flat)
-                    return self._rebuilt(result, structure, dispatch.compiled_for(request, flat))
                 break
-        if self._with_aux:
-            return self._rebuilt(dispatch.call(self.request, args), (), dispatch.compiled_for(self.request, args))
-        return dispatch.call(self.request, args)
+        else:  # (plain values hold no default left out: only keyword-only ones can be static)
+            if not kwargs or len(args) - self.n_extra <= self._n_positional:
+                result = dispatch.call(self.request, args)
+                if self._with_aux or (type(result) is tuple and self.request.container_outputs):
+                    return self._rebuilt(result, (), dispatch.compiled_for(self.request, args))
+                return result
+        # containers of arrays, keyword-only arguments, defaults left out: a request of their own
+        request, flat, structure = self._flattened(args, bool(kwargs))
+        result = dispatch.call(request, flat)
+        if structure or self._with_aux or (type(result) is tuple and request.container_outputs):
+            return self._rebuilt(result, structure, dispatch.compiled_for(request, flat))
+        return result
 
     # ----- containers of arrays (pytrees) ---------------------------------------------
 
-    def _flattened(self, args: tuple) -> tuple[Request, tuple, tuple]:
+    def _flattened(self, args: tuple, keywords: bool = True) -> tuple[Request, tuple, tuple]:
         """``(request, args, structure)``: container arguments (a dict of weights, a
         list of them, a named tuple) as tuples of their leaves, and the request that
-        rebuilds them around its placeholders; ``self.request`` and ``args`` as they
-        are when no argument is a container."""
-        structure = tuple(pytree.flatten(a)[1] if k not in self.static_argnums and pytree.needs_structure(a) else None
+        rebuilds them around its placeholders and treats this call's keyword options
+        and defaults left out as static; ``self.request`` and ``args`` as they are
+        when there is nothing of the kind.  ``keywords``: the call passed keywords
+        (without them, ``args`` hold neither keyword options nor defaults left out)."""
+        statics = self._call_statics(args) if keywords else frozenset()
+        static = self.static_argnums | statics
+        structure = tuple(pytree.flatten(a)[1] if k not in static and pytree.needs_structure(a) else None
                           for k, a in enumerate(args))
         if not any(s is not None for s in structure):
-            return self.request, args, ()
-        flat = tuple(tuple(pytree.flatten(a)[0]) if s is not None else a for a, s in zip(args, structure, strict=True))
-        request = self._structured.get(structure)
+            structure = ()
+            if not statics:
+                return self.request, args, ()
+        flat = tuple(tuple(pytree.flatten(a)[0]) if s is not None else a
+                     for a, s in zip(args, structure, strict=True)) if structure else args
+        key = (statics, structure)
+        request = self._structured.get(key)
         if request is None:
             r = self.request
-            request = self._structured[structure] = Request(r.root, r.products, r.static_argnums, r.params,
-                                                            r.root_name, structure)
+            request = self._structured[key] = Request(r.root, r.products, static, r.params, r.root_name,
+                                                      structure, r.call)
         return request, flat, structure
+
+    def _call_statics(self, args: tuple) -> frozenset:
+        """This call's static positions besides ``static_argnums``: defaults it leaves
+        out on its way to a later argument, and keyword-only arguments other than
+        arrays (and containers of them) or named in ``static_argnames``."""
+        sig, end = self.root_signature, len(args) - self.n_extra
+        statics = {i for i in range(end) if args[i] is DEFAULT}
+        n = sig.n_params
+        if n is not None and end > n:
+            for i, name in zip(range(n, end), sig.kwonly_names, strict=False):
+                value = args[i]
+                if value is DEFAULT or name in self.static_kwnames or not _runtime_value(value):
+                    statics.add(i)
+                    _check_static_keyword(self.fn_name, name, value)
+        for spec in self.request.products:  # a differentiated argument the call leaves out
+            for a in spec.argnums:
+                if a >= end or args[a] is DEFAULT:
+                    names = self.request.params
+                    name = names[a] if a < len(names) else f"argument {a}"
+                    raise ArgumentError(
+                        f"argnums={spec.argnums if spec.tuple_argnums else spec.argnums[0]} differentiates "
+                        f"{name!r}, which this call leaves to its default (a constant, with no derivative). "
+                        f"Pass {name} to differentiate it."
+                    )
+        return frozenset(statics) - self.static_argnums
 
     def _rebuilt(self, result, structure: tuple, compiled):
         """``result`` with each differentiated container argument's per-leaf results
-        put back into its container (the outermost product's argument structure),
-        and an auxiliary output (``has_aux``) rebuilt from its leaves."""
+        put back into its container (``structure``: the outermost product's argument
+        structure), the per-output results into the function's output container
+        (``compiled.out_structure``), and an auxiliary output (``has_aux``) rebuilt
+        from its leaves."""
         spec = self.spec
         if spec.has_aux or spec.with_value:
             if spec.with_value:
@@ -224,14 +310,16 @@ class Transform:
                 value, leaves = head if spec.with_value else (None, head)
                 aux = pytree.unflatten(compiled.aux_structure, list(leaves))
                 head = (value, aux) if spec.with_value else aux
-            main = self._rebuilt_main(main, structure, compiled.single_output) if structure else main
+            main = self._rebuilt_main(main, structure, compiled)
             return (head, main) if spec.with_value else (main, head)
-        return self._rebuilt_main(result, structure, compiled.single_output)
+        return self._rebuilt_main(result, structure, compiled)
 
-    def _rebuilt_main(self, result, structure: tuple, single_output: bool):
-        spec = self.spec
-        if spec.kind in ("jit", "jvp", "divergence", "laplacian"):
+    def _rebuilt_main(self, result, structure: tuple, compiled):
+        spec, tree = self.spec, compiled.out_structure
+        if spec.kind in ("divergence", "laplacian") or (not structure and tree is None):
             return result
+        if spec.kind in ("jit", "jvp"):
+            return pytree.unflatten(tree, list(result)) if tree is not None else result
         shapes = [structure[a] if a < len(structure) else None for a in spec.argnums]
 
         def per_argnum(value):
@@ -241,28 +329,28 @@ class Transform:
 
         if spec.kind in ("grad", "vjp", "hvp"):
             return per_argnum(result)
-        single = single_output
+        single = compiled.single_output
         outs = [result] if single else list(result)
         if spec.kind == "jacobian":
             outs = [per_argnum(o) for o in outs]
         else:  # hessian: [argnum][argnum], each a container's per-leaf tuple where it is one
-            def columns(row):  # one row: per second argnum
-                return per_argnum(row)
-
             def hessian(o):
                 rows = list(o) if spec.tuple_argnums else [o]
-                fixed = [columns(r) if s is None else pytree.unflatten(s, [columns(x) for x in r])
+                fixed = [per_argnum(r) if s is None else pytree.unflatten(s, [per_argnum(x) for x in r])
                          for r, s in zip(rows, shapes, strict=True)]
                 return tuple(fixed) if spec.tuple_argnums else fixed[0]
             outs = [hessian(o) for o in outs]
+        if tree is not None:  # outputs outer, arguments inner, as JAX's jacrev
+            return pytree.unflatten(tree, outs)
         return outs[0] if single else tuple(outs)
 
     def _apply_traced(self, args: list):
         """Inside another trace: the result as part of the caller's graph."""
+        call = self.request.call
         if any(isinstance(a, TArray) or (isinstance(a, tuple) and any(isinstance(p, TArray) for p in a))
                for a in args):
-            return tensor_products.wrap(tensor_products.apply(self.request.products, self.root, args))
-        return products.apply(self.request.products, self.root, args)
+            return tensor_products.wrap(tensor_products.apply(self.request.products, self.root, args, call=call))
+        return products.apply(self.request.products, self.root, args, call=call)
 
     def symbolic(self, *args, captured: str = "symbols", **kwargs):
         """The result for arguments shaped like ``args``, as SymPy expressions.
@@ -312,10 +400,10 @@ class Transform:
             raise ArgumentError(f"sparsity() applies to jacobian and hessian, not {self.kind}.")
         sparse = self if self.spec.sparse else Transform(
             self.fn, self.kind, self.argnums if self.tuple_argnums else self.argnums[0],
-            tuple(self.static_argnums), sparse=True)
+            tuple(self.static_argnums), sparse=True, static_argnames=tuple(self.static_kwnames))
         # the sparse program for these shapes, from memory or built now (its kernel not started:
         # it compiles on its first call), so a second sparsity() or a call reuses it
-        compiled = dispatch.compiled_for(sparse.request, sparse.bind(args, kwargs), start=False)
+        compiled = dispatch.compiled_for(*sparse._flattened(sparse.bind(args, kwargs))[:2], start=False)
         return layout.patterns(compiled.template)
 
     def info(self, *args, **kwargs):
@@ -409,7 +497,7 @@ def _options_checked(factory: Callable) -> Callable:
 
 
 @_options_checked
-def jit(fn: Callable | None = None, *, static_argnums=()) -> Transform:
+def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=()) -> Transform:
     """Compile ``fn`` for fast repeated evaluation (values only, no derivative).
 
     Usable as ``@sj.jit``, ``@sj.jit(static_argnums=1)`` or ``sj.jit(f)``.
@@ -422,21 +510,35 @@ def jit(fn: Callable | None = None, *, static_argnums=()) -> Transform:
     ...     return np.sin(x) * x
     >>> f(np.array([0.0, 1.0]))
     array([0.        , 0.84147098])
+
+    ``static_argnums`` and ``static_argnames`` (as in JAX) name the arguments
+    the trace depends on (a loop count, a mode string); keyword-only options
+    are static anyway.  A function returning a container returns it:
+
+    >>> def step(x, n, *, mode="sum"):
+    ...     for _ in range(n):
+    ...         x = np.sin(x)
+    ...     return {"y": x, "total": np.sum(x) if mode == "sum" else np.max(x)}
+    >>> sj.jit(step, static_argnames="n")(np.array([0.0, 1.0]), n=1, mode="max")["total"]
+    np.float64(0.8414709848078965)
     """
     if fn is None:
-        return lambda f: Transform(f, "jit", static_argnums=static_argnums)
-    return Transform(fn, "jit", static_argnums=static_argnums)
+        return lambda f: Transform(f, "jit", static_argnums=static_argnums, static_argnames=static_argnames)
+    return Transform(fn, "jit", static_argnums=static_argnums, static_argnames=static_argnames)
 
 
 @_options_checked
-def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr",
-             has_aux: bool = False) -> Transform:
+def jacobian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), sparse: bool = False,
+             format: str = "csr", has_aux: bool = False) -> Transform:
     """The Jacobian of ``fn`` with respect to argument(s) ``argnums``.
 
     For ``f: in_shape -> out_shape`` the result has shape
     ``out_shape + in_shape``: ``J[i..., j...] = ∂f[i...] / ∂x[j...]``.
-    With ``argnums`` a tuple, a tuple with one Jacobian per argument; with a
-    tuple-valued ``fn``, a tuple with one entry per output.
+    With ``argnums`` a tuple, a tuple with one Jacobian per argument.  For a
+    ``fn`` returning a container (a tuple, a dict, ...) the same container with
+    each output's Jacobian, and for a container argument (a dict of weights)
+    each of those is a container like the argument: outputs outer, arguments
+    inner, as ``jax.jacrev``.
 
     With ``sparse=True`` the result is a ``scipy.sparse`` matrix (``format``
     ``"csr"`` or ``"csc"``) of the Jacobian flattened to 2-d,
@@ -452,46 +554,63 @@ def jacobian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False
     >>> sj.jacobian(lambda x: x ** 2, sparse=True)(np.array([1.0, 2.0])).nnz
     2
 
+    A dict of outputs of a dict argument gives a dict (per output) of dicts
+    (per leaf of the argument):
+
+    >>> J = sj.jacobian(lambda p: {"z": p["w"] * 2.0, "s": np.sum(p["w"] ** 2)})({"w": np.array([1.0, 3.0])})
+    >>> J["s"]["w"], J["z"]["w"].shape
+    (array([2., 6.]), (2, 2))
+
     With ``has_aux=True``, ``fn`` returns ``(value, aux)``: the result is
     ``(jacobian of value, aux)``, as in JAX.
     """
-    return Transform(fn, "jacobian", argnums, static_argnums, sparse, format, has_aux)
+    return Transform(fn, "jacobian", argnums, static_argnums, sparse, format, has_aux,
+                     static_argnames=static_argnames)
 
 
 @_options_checked
-def jvp(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
+def jvp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_aux: bool = False) -> Transform:
     """The Jacobian-vector product ``J · v``: call as ``jvp(f)(*args, v)``.
 
     ``v`` has the shape of the differentiated argument (``in_shape``) and the
     result the shape of ``f``'s output: ``r[i] = Σ_j ∂f[i]/∂x[j] · v[j]``.
-    It costs about one evaluation of ``f``; no Jacobian is formed.
+    It costs about one evaluation of ``f``; no Jacobian is formed.  For a
+    container argument ``v`` is a container like it; for a function returning
+    a container the result is one like it.
 
     >>> import numpy as np, symjac as sj
     >>> sj.jvp(lambda x: x ** 2)(np.array([1.0, 2.0]), np.array([1.0, 1.0]))
     array([2., 4.])
     """
-    return Transform(fn, "jvp", argnums, static_argnums, has_aux=has_aux)
+    return Transform(fn, "jvp", argnums, static_argnums, has_aux=has_aux, static_argnames=static_argnames)
 
 
 @_options_checked
-def vjp(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
+def vjp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_aux: bool = False) -> Transform:
     """The vector-Jacobian product ``uᵀ · J``: call as ``vjp(f)(*args, u)``.
 
     ``u`` has the shape of ``f``'s output and the result the shape of the
     differentiated argument: ``g[j] = Σ_i u[i] · ∂f[i]/∂x[j]``.  This is what
-    PyTorch's ``torch.autograd.grad(y, x, grad_outputs=u)`` computes.
+    PyTorch's ``torch.autograd.grad(y, x, grad_outputs=u)`` computes.  For a
+    function returning a container (``{"loss": l, "logits": z}``), ``u`` is a
+    container like it, one array shaped like each output (``None`` where the
+    output has ``None``).
 
     >>> import numpy as np, symjac as sj
     >>> x = np.array([1.0, 2.0, 3.0, 4.0])
     >>> sj.vjp(lambda x: np.outer(x, x))(x, np.ones((4, 4)))
     array([20., 20., 20., 20.])
     """
-    return Transform(fn, "vjp", argnums, static_argnums, has_aux=has_aux)
+    return Transform(fn, "vjp", argnums, static_argnums, has_aux=has_aux, static_argnames=static_argnames)
 
 
 @_options_checked
-def grad(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
+def grad(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_aux: bool = False) -> Transform:
     """The gradient of a scalar-valued ``fn``; the result is shaped like the argument.
+
+    ``fn`` must return one scalar: a dict or tuple of outputs is refused with
+    a NonScalarOutputError naming each of them (return the scalar and pass the
+    rest with ``has_aux``).
 
     >>> import numpy as np, symjac as sj
     >>> sj.grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
@@ -505,11 +624,12 @@ def grad(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -
     >>> g, aux["norm"]
     (array([6., 8.]), np.float64(5.0))
     """
-    return Transform(fn, "grad", argnums, static_argnums, has_aux=has_aux)
+    return Transform(fn, "grad", argnums, static_argnums, has_aux=has_aux, static_argnames=static_argnames)
 
 
 @_options_checked
-def value_and_grad(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool = False) -> Transform:
+def value_and_grad(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(),
+                   has_aux: bool = False) -> Transform:
     """The value of a scalar-valued ``fn`` and its gradient, from one program:
     ``(value, gradient)``, or with ``has_aux=True`` ``((value, aux), gradient)``, as in JAX.
 
@@ -517,11 +637,13 @@ def value_and_grad(fn: Callable, argnums=0, *, static_argnums=(), has_aux: bool 
     >>> sj.value_and_grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
     (np.float64(9.0), array([ 3., 12.]))
     """
-    return Transform(fn, "grad", argnums, static_argnums, has_aux=has_aux, with_value=True)
+    return Transform(fn, "grad", argnums, static_argnums, has_aux=has_aux, with_value=True,
+                     static_argnames=static_argnames)
 
 
 @_options_checked
-def hessian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False, format: str = "csr") -> Transform:
+def hessian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), sparse: bool = False,
+            format: str = "csr", has_aux: bool = False) -> Transform:
     """Second derivatives, shape ``out_shape + in_shape + in_shape``.
 
     With ``sparse=True``, a ``scipy.sparse`` matrix of shape
@@ -532,12 +654,16 @@ def hessian(fn: Callable, argnums=0, *, static_argnums=(), sparse: bool = False,
     >>> sj.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0]))
     array([[4., 2.],
            [2., 0.]])
+
+    With ``has_aux=True``, ``fn`` returns ``(value, aux)`` and the result is
+    ``(hessian of value, aux)``, as in JAX.
     """
-    return Transform(fn, "hessian", argnums, static_argnums, sparse, format)
+    return Transform(fn, "hessian", argnums, static_argnums, sparse, format, has_aux,
+                     static_argnames=static_argnames)
 
 
 @_options_checked
-def hvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def hvp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()) -> Transform:
     """The Hessian-vector product ``H · v`` of a scalar ``fn``: call as ``hvp(f)(*args, v)``.
 
     ``v`` and the result are shaped like the argument.  No Hessian is formed.
@@ -546,29 +672,29 @@ def hvp(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
     >>> sj.hvp(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
     array([4., 2.])
     """
-    return Transform(fn, "hvp", argnums, static_argnums)
+    return Transform(fn, "hvp", argnums, static_argnums, static_argnames=static_argnames)
 
 
 @_options_checked
-def divergence(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def divergence(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()) -> Transform:
     """``Σ_i ∂f[i]/∂x[i]`` of a field whose output has its input's shape (a scalar).
 
     >>> import numpy as np, symjac as sj
     >>> float(sj.divergence(lambda x: x * x[0])(np.array([1.0, 2.0, 3.0])))  # 2x0 + x0 + x0
     4.0
     """
-    return Transform(fn, "divergence", argnums, static_argnums)
+    return Transform(fn, "divergence", argnums, static_argnums, static_argnames=static_argnames)
 
 
 @_options_checked
-def laplacian(fn: Callable, argnums=0, *, static_argnums=()) -> Transform:
+def laplacian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()) -> Transform:
     """``Σ_i ∂²f/∂x[i]²`` of a scalar ``fn`` (the trace of its Hessian).
 
     >>> import numpy as np, symjac as sj
     >>> float(sj.laplacian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0])))
     18.0
     """
-    return Transform(fn, "laplacian", argnums, static_argnums)
+    return Transform(fn, "laplacian", argnums, static_argnums, static_argnames=static_argnames)
 
 
 @_options_checked

@@ -20,10 +20,19 @@ from .runtime import dispatch, layout, store
 from .runtime.batch import BatchProgram
 from .runtime.keys import call_key
 from .runtime.tensor import TensorBatch, TensorProgram
+from .trace import pytree
 from .trace.symarray import SymArray, from_object_array, is_traced
 
 
+def _is_axis(value) -> bool:
+    """An axis entry that covers everything below it: an int, or None (not batched)."""
+    return value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool))
+
+
 def _normalize_axes(in_axes, n: int) -> list:
+    """One entry per given positional argument: an int, None, or (for a container
+    argument) a container of them shaped like the argument, down to where one
+    entry covers what is below it (JAX's tree prefix: ``({"W": None, "b": 0}, 0)``)."""
     axes = list(in_axes) if isinstance(in_axes, (tuple, list)) else [in_axes] * n
     if len(axes) != n:
         raise ArgumentError(
@@ -31,9 +40,50 @@ def _normalize_axes(in_axes, n: int) -> list:
             "give one axis (or None for shared arguments) per argument."
         )
     for a in axes:
-        if a is not None and not isinstance(a, (int, np.integer)):
-            raise ArgumentError(f"vmap: in_axes entries must be ints or None; got {a!r}.")
+        if not _is_axis(a) and not pytree.is_container(a):
+            raise ArgumentError(
+                f"vmap: in_axes entries must be ints, None, or containers of them shaped like their "
+                f"argument (a dict of axes for a dict of arrays); got {a!r}."
+            )
     return axes
+
+
+def _leaf_axes(entry, value, label: str):
+    """The axis of each leaf of argument ``value`` from its in_axes ``entry``: an
+    int or None for all of them, or a tuple with one per leaf (a container
+    argument whose leaves are batched differently)."""
+    if _is_axis(entry):
+        return entry
+    if not pytree.is_container(value):
+        raise ArgumentError(
+            f"vmap: {label} is a container of axes ({entry!r}), but the argument is not a container; "
+            "give it an int, or None to share it."
+        )
+    try:
+        per_leaf = tuple(pytree.broadcast(entry, pytree.flatten(value)[1], label, _is_axis))
+    except ArgumentError as exc:
+        raise ArgumentError(
+            f"vmap: {exc} A container in in_axes follows its argument's structure down to where one int "
+            "(or None: shared) covers everything below it."
+        ) from None
+    return per_leaf[0] if len(set(per_leaf)) == 1 else per_leaf
+
+
+def _parts(a, ax) -> list:
+    """(part, axis) for each runtime part of a bound argument (a tuple's parts: a
+    container's leaves), ``ax`` an axis for all of them or one per part."""
+    if isinstance(a, tuple):
+        return list(zip(a, ax, strict=True)) if isinstance(ax, tuple) else [(p, ax) for p in a]
+    return [(a, ax)]
+
+
+def _leaf_axis(axes: list, i: int, k: int | None):
+    """The batch axis of runtime input (argument ``i``, part ``k``); None past the
+    arguments (arrays the function reads: shared)."""
+    if i >= len(axes):
+        return None
+    ax = axes[i]
+    return ax[k] if isinstance(ax, tuple) else ax
 
 
 class _Given:
@@ -61,27 +111,30 @@ def _has_dask_array(args) -> bool:
 
 
 def _moved(a, ax):
-    """The argument with its batch axis first."""
+    """The argument with its batch axis first (in each batched part of a tuple)."""
     if isinstance(a, tuple):
-        return tuple(np.moveaxis(np.asarray(p), ax, 0) for p in a)
+        return tuple(p if x is None else np.moveaxis(np.asarray(p), x, 0) for p, x in _parts(a, ax))
     return np.moveaxis(np.asarray(a), ax, 0)
 
 
 def _batch_size(batch_args: list, axes: list) -> int:
     for a, ax in zip(batch_args, axes, strict=True):
-        if ax is not None:
-            return np.shape(a[0] if isinstance(a, tuple) else a)[0]
+        for p, x in _parts(a, ax) if ax is not None else ():
+            if x is not None:
+                return np.shape(p)[0]
     raise AssertionError("no batched argument")
 
 
 def _sample(batch_args: list, axes: list, size: int) -> list:
     """Arguments shaped like one sample (to build the per-sample program)."""
 
-    def one(a):
+    def one(a, ax):
+        if ax is None:
+            return a
         return np.zeros(np.shape(a)[1:], np.asarray(a).dtype) if size == 0 else np.asarray(a)[0]
 
     return [
-        (tuple(one(p) for p in a) if isinstance(a, tuple) else one(a)) if ax is not None else a
+        (tuple(one(p, x) for p, x in _parts(a, ax)) if isinstance(a, tuple) else one(a, ax)) if ax is not None else a
         for a, ax in zip(batch_args, axes, strict=True)
     ]
 
@@ -95,8 +148,17 @@ class Batched:
         if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                        or chunk_size < 1):
             raise ArgumentError(f"vmap: chunk_size must be a positive int or None; got {chunk_size!r}.")
-        if isinstance(out_axes, bool) or not isinstance(out_axes, (int, np.integer)):
-            raise ArgumentError(f"vmap: out_axes must be an int; got {out_axes!r}.")
+        self._tree_out = not isinstance(out_axes, (int, np.integer)) or isinstance(out_axes, bool)
+        if self._tree_out and (out_axes is None or isinstance(out_axes, bool) or not pytree.is_container(out_axes)
+                               or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+                                          for a in pytree.flatten(out_axes, lists=True)[0])):
+            raise ArgumentError(
+                f"vmap: out_axes must be an int, or a container of ints shaped like the result (a dict of "
+                f"axes for a dict of results); got {out_axes!r}. Every result gains a batch axis."
+            )
+        # a container among in_axes: each call's axes follow its arguments' structure
+        self._tree_in = (any(not _is_axis(a) for a in in_axes) if isinstance(in_axes, (tuple, list))
+                         else not _is_axis(in_axes))
         self._request = self.inner.request
         self._table = self._request.table  # the inner transform's programs
         self._guards = self._table.guards  # on the globals its function reads (fixed per function; None: none)
@@ -110,7 +172,7 @@ class Batched:
         """Forget the batch programs (the store dropped their per-sample programs)."""
         self._generation = store.generation
         self._programs: dict = {}  # (id of the per-sample program, batched flags) -> BatchProgram
-        self._entries: dict = {}  # (argument shapes and dtypes, axes) -> BatchProgram
+        self._entries: dict = {}  # (request, argument shapes and dtypes, axes) -> BatchProgram
         self._fast: tuple | None = None  # (shape, dtype, program) of the last one-array call
 
     def __repr__(self) -> str:
@@ -121,79 +183,104 @@ class Batched:
     def _bind(self, args: tuple, kwargs: dict) -> tuple[tuple, list]:
         """Bind like the inner transform, and give each bound argument its batch
         axis: ``in_axes`` covers the positional arguments given; keyword
-        arguments and filled-in defaults are shared."""
+        arguments and filled-in defaults are shared.  A container argument's
+        axis is one for all its leaves, or a tuple with one per leaf."""
         markers = tuple(_Given(i) for i in range(len(args)))
         where = self.inner.bind(markers, dict.fromkeys(kwargs))
         given_axes = _normalize_axes(self.in_axes, len(args))
         bound = self.inner.bind(args, kwargs)
-        axes = [given_axes[m.index] if isinstance(m, _Given) else None for m in where]
+        axes = [_leaf_axes(given_axes[m.index], a, f"in_axes[{m.index}]") if isinstance(m, _Given) else None
+                for m, a in zip(where, bound, strict=True)]
         return bound, axes
 
-    def _split(self, args: tuple, axes: list):
-        """The batch size, after checking the batched arguments agree on it."""
-        size = None
+    def _routed(self, args: tuple, kwargs: dict) -> tuple:
+        """``(bound args, axes, request, runtime args, structure)`` of a call: the
+        inner transform's request for it (containers as tuples of their leaves,
+        keyword options static: ``Transform._flattened``)."""
+        plan_key = (len(args), tuple(kwargs))
+        axes = self._plans.get(plan_key)
+        if axes is None or kwargs or self._tree_in or len(args) not in self.inner._arity:
+            args, axes = self._bind(args, kwargs)
+            if not self._tree_in:
+                self._plans[plan_key] = axes
+        if not kwargs and all(type(a) in _PLAIN for a in args):
+            return args, axes, self._request, args, ()
+        return (args, axes, *self.inner._flattened(args))
+
+    def _split(self, args: tuple, axes: list, request=None):
+        """The batch size, after checking the batched arguments agree on it
+        (``args`` as the runtime takes them: a container as a tuple of its leaves)."""
+        request = request or self._request
+        names = request.names(len(args))
+        size, first = None, None
         for i, (a, ax) in enumerate(zip(args, axes, strict=True)):
             if ax is None:
                 continue
-            if i in self.inner.static_argnums:
+            if i in request.static_argnums:
                 raise ArgumentError(f"vmap: argument {i} is static and cannot be batched; give it in_axes None.")
-            for part in a if isinstance(a, tuple) else (a,):
+            structure = request.structure[i] if i < len(request.structure) else None
+            shown = pytree.paths(structure, names[i]) if structure is not None else None
+            for k, (part, x) in enumerate(_parts(a, ax)):
+                if x is None:
+                    continue
+                what = f"argument {i}" if not isinstance(a, tuple) else shown[k] if shown else f"{names[i]}[{k}]"
                 shape = np.shape(part)
-                if not -len(shape) <= ax < max(len(shape), 1) or not shape:
-                    raise ShapeError(f"vmap: in_axes={ax} for argument {i} of shape {shape}, which has no such axis.")
-                n = shape[ax]
+                if not -len(shape) <= x < max(len(shape), 1) or not shape:
+                    raise ShapeError(f"vmap: in_axes={x} for {what} of shape {shape}, which has no such axis.")
+                n = shape[x]
                 if size is not None and n != size:
                     raise ShapeError(
                         f"vmap: batched arguments disagree on the batch size: {size} vs {n} "
-                        f"(argument {i}, axis {ax})."
+                        f"({first} has {size} along its batch axis, {what} has {n} along axis {x})."
                     )
-                size = n
+                size, first = n, first or what
         if size is None:
             raise ArgumentError("vmap: no argument is batched; set in_axes for at least one argument.")
         return size
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *given, **kwargs):
         if self._guards is not None:  # a watched global rebound: the store retires the programs
             store.check(self._table)
         fast = self._fast
-        if fast is not None and len(args) == 1 and not kwargs:
-            a = args[0]
+        if fast is not None and len(given) == 1 and not kwargs:
+            a = given[0]
             if type(a) is np.ndarray and a.shape == fast[0] and a.dtype == fast[1] and a.flags.c_contiguous:
                 out = fast[2].run_one(a)
                 if out is not None:
                     return out
-        plan_key = (len(args), tuple(kwargs))
-        axes = self._plans.get(plan_key)
-        if axes is None or kwargs or len(args) not in self.inner._arity:
-            args, axes = self._bind(args, kwargs)
-            self._plans[plan_key] = axes
+        bound, axes, request, args, structure = self._routed(given, kwargs)
         if not all(type(a) in _PLAIN for a in args):
             if any(is_traced(a) or (isinstance(a, tuple) and any(map(is_traced, a))) for a in args):
-                return self._symbolic(args, axes, self._split(args, axes))
+                return self._symbolic(bound, axes, self._split(args, axes, request))
             if _has_dask_array(args):
                 self._refuse_sparse()
+                if structure or self._tree_out or any(isinstance(ax, tuple) for ax in axes):
+                    raise ArgumentError(
+                        "vmap over dask arrays takes arrays (and tuples of them) batched along one axis each, "
+                        "with an int out_axes; pass the leaves of a container as separate arguments."
+                    )
                 _dask.check_known_shapes(args)
-                self._split(args, axes)
-                return _dask.vmap_dask(self._request, args, axes, self.chunk_size, self.out_axes)
+                self._split(args, axes, request)
+                return _dask.vmap_dask(request, args, axes, self.chunk_size, self.out_axes)
         if self._generation != store.generation:  # programs retired (clear_caches, a rebound global)
             self._reset()
-        key = (call_key(args, self.inner.static_argnums), tuple(axes))
+        key = (request, call_key(args, request.static_argnums), tuple(axes))
         program = self._entries.get(key)
         if program is None:
-            size = self._split(args, axes)  # the axes exist, the batch sizes agree
+            size = self._split(args, axes, request)  # the axes exist, the batch sizes agree
             batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes, strict=True)]
-            program = self._program(_sample(batch_args, axes, size), axes)
+            program = self._program(_sample(batch_args, axes, size), axes, request)
             _bounded_put(self._entries, key, program)
         else:
             batch_args = [a if not ax else _moved(a, ax) for a, ax in zip(args, axes, strict=True)]
         compiled = program.compiled
         size = _batch_size(batch_args, axes)
         if compiled.reads is not None:  # a model's weights (``trace.reads``): shared by every sample
-            extra = compiled.reads(self._request.root)
+            extra = compiled.reads(request.root)
             if extra is None:  # they changed shape, or a watched value changed: build again
-                dispatch.drop(self._request, compiled)
+                dispatch.drop(request, compiled)
                 self._reset()
-                return self(*args, **kwargs)
+                return self(*given, **kwargs)
             batch_args = batch_args + list(extra)
         leaves = [batch_args[i] if k is None else batch_args[i][k] for i, k in compiled.leaves]
         outs = program.run(leaves, size, self.chunk_size)
@@ -201,23 +288,42 @@ class Batched:
                 and self.chunk_size is None and isinstance(args[0], np.ndarray):
             self._fast = (args[0].shape, args[0].dtype, program)
         results = compiled.shaped(outs, (size,))
-        if self.out_axes:
+        if self.out_axes and not self._tree_out:
             results = self._move_batch_axis(results)
-        return layout.fill(compiled.template, iter(results))
+        result = layout.fill(compiled.template, iter(results))
+        if structure or self.inner._with_aux or compiled.out_structure is not None:
+            result = self.inner._rebuilt(result, structure, compiled)
+        if self._tree_out:
+            leaves, tree = pytree.flatten(result, lists=True)
+            result = pytree.unflatten(tree, [np.moveaxis(r, 0, self._out_axis(np.ndim(r), ax))
+                                             for r, ax in zip(leaves, self._out_leaf_axes(tree), strict=True)])
+        return result
+
+    def _out_leaf_axes(self, tree: tuple) -> list:
+        """The batch axis of each leaf of a result of structure ``tree``, from a container ``out_axes``."""
+        try:
+            return pytree.broadcast(self.out_axes, tree, "out_axes", _is_axis)
+        except ArgumentError as exc:
+            raise ArgumentError(
+                f"vmap: {exc} A container out_axes follows the result's structure down to where one int "
+                "covers everything below it."
+            ) from None
 
     def _move_batch_axis(self, results: list) -> list:
         # (a comprehension in __call__ would make ``self`` a closure cell there:
         # a cell allocated on every call of the hot path)
         return [np.moveaxis(r, 0, self._out_axis(r.ndim)) for r in results]
 
-    def _out_axis(self, ndim: int) -> int:
-        """``out_axes`` checked against a result of ``ndim`` axes (the batch axis included)."""
-        if not -ndim <= self.out_axes < ndim:
+    def _out_axis(self, ndim: int, axis: int | None = None) -> int:
+        """``out_axes`` (or one leaf's ``axis``) checked against a result of ``ndim``
+        axes (the batch axis included)."""
+        axis = self.out_axes if axis is None else axis
+        if not -ndim <= axis < ndim:
             raise ShapeError(
-                f"vmap: out_axes={self.out_axes} is out of range for a result with {ndim} axes (the batch "
+                f"vmap: out_axes={axis} is out of range for a result with {ndim} axes (the batch "
                 f"axis and the per-sample shape); use an axis from {-ndim} to {ndim - 1}."
             )
-        return self.out_axes
+        return int(axis)
 
     def _refuse_sparse(self) -> None:
         if self.inner.spec.sparse:
@@ -226,10 +332,10 @@ class Batched:
                 "Batch the dense transform (sparse=False), or loop over samples yourself."
             )
 
-    def _program(self, sample: list, axes: list) -> BatchProgram:
+    def _program(self, sample: list, axes: list, request=None) -> BatchProgram:
         self._refuse_sparse()
-        compiled = dispatch.compiled_for(self._request, sample, start=False)
-        batched = [i < len(axes) and axes[i] is not None for i, _ in compiled.leaves]  # (reads: not batched)
+        compiled = dispatch.compiled_for(request or self._request, sample, start=False)
+        batched = [_leaf_axis(axes, i, k) is not None for i, k in compiled.leaves]  # (reads: not batched)
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)
         if program is None or program.compiled is not compiled:
@@ -240,32 +346,25 @@ class Batched:
 
     def _symbolic(self, args, axes, size):
         """Inside another trace: apply the inner transform per sample and stack."""
-        per_sample = []
-        for b in range(size):
-            sample = [
-                (from_object_array(a)[(slice(None),) * ax + (b,)] if ax is not None else a)
-                for a, ax in zip(args, axes, strict=True)
-            ]
-            per_sample.append(self.inner(*sample))
-        if isinstance(per_sample[0], SymArray):
-            stacked = np.stack([r.elems for r in per_sample], axis=self._out_axis(per_sample[0].ndim + 1))
-            return SymArray(stacked, per_sample[0].dtype)
-        return tuple(
-            SymArray(np.stack([r[j].elems for r in per_sample], axis=self._out_axis(per_sample[0][j].ndim + 1)),
-                     per_sample[0][j].dtype)
-            for j in range(len(per_sample[0]))
-        )
+        per_sample = [self.inner(*[_take(a, ax, b, _traced_index) for a, ax in zip(args, axes, strict=True)])
+                      for b in range(size)]
+        leaves, tree = pytree.flatten(per_sample[0], lists=True)
+        columns = [pytree.flatten(r, lists=True)[0] for r in per_sample]
+        per_leaf = self._out_leaf_axes(tree) if self._tree_out else [self.out_axes] * len(leaves)
+        stacked = []
+        for j, (first, ax) in enumerate(zip(leaves, per_leaf, strict=True)):
+            first = from_object_array(first)
+            elems = [from_object_array(c[j]).elems for c in columns]
+            stacked.append(SymArray(np.stack(elems, axis=self._out_axis(first.ndim + 1, ax)), first.dtype))
+        return pytree.unflatten(tree, stacked)
 
     # ----- inspection -------------------------------------------------------------
 
     def _sample_program(self, args):
-        args, axes = self._bind(args, {})
-        self._split(args, axes)
-        sample = [
-            (tuple(np.take(p, 0, ax) for p in a) if isinstance(a, tuple) else np.take(a, 0, ax)) if ax is not None else a
-            for a, ax in zip(args, axes, strict=True)
-        ]
-        return self._program(sample, axes)
+        bound, axes, request, args, _ = self._routed(args, {})
+        self._split(args, axes, request)
+        sample = [_take(a, ax, 0, np.take) for a, ax in zip(args, axes, strict=True)]
+        return self._program(sample, axes, request)
 
     def info(self, *args):
         """How the batch loop for arguments shaped like ``args`` is served."""
@@ -287,17 +386,40 @@ class Batched:
 
     def symbolic(self, *args):
         """The per-sample result, symbolically (the same for every sample)."""
-        args, axes = self._bind(args, {})
-        self._split(args, axes)
-        sample = [np.take(a, 0, ax) if ax is not None else a for a, ax in zip(args, axes, strict=True)]
-        return self.inner.symbolic(*sample)
+        bound, axes, request, flat, _ = self._routed(args, {})
+        self._split(flat, axes, request)
+        return self.inner.symbolic(*[_take(a, ax, 0, np.take) for a, ax in zip(bound, axes, strict=True)])
+
+
+def _traced_index(value, b: int, ax: int):
+    """Sample ``b`` along axis ``ax`` of a traced (or concrete) value."""
+    arr = from_object_array(value)
+    return arr[(slice(None),) * (ax % arr.ndim) + (b,)]
+
+
+def _take(a, ax, b: int, index):
+    """Sample ``b`` of argument ``a`` batched along ``ax`` (an axis for all of its
+    leaves, or a tuple with one per leaf), by ``index(leaf, b, axis)``."""
+    if ax is None:
+        return a
+    if not pytree.is_container(a):
+        return index(a, b, ax)
+    leaves, structure = pytree.flatten(a)
+    per_leaf = ax if isinstance(ax, tuple) else [ax] * len(leaves)
+    return pytree.unflatten(structure, [v if x is None else index(v, b, x)
+                                        for v, x in zip(leaves, per_leaf, strict=True)])
 
 
 def vmap(fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None) -> Batched:
     """Apply ``fn`` (a function or any symjac transform) to every sample of a batch.
 
     ``in_axes`` gives each argument's batch axis (``None``: shared by all
-    samples); results gain a batch axis at ``out_axes``.  The loop runs inside
+    samples); results gain a batch axis at ``out_axes``.  For a container
+    argument (a dict of weights) its entry is one axis for every leaf, or a
+    container like the argument down to where one axis covers what is below
+    (JAX's tree prefix: ``in_axes=({"W": None, "b": 0}, 0)``); ``out_axes``
+    likewise follows a container result.  Keyword arguments are shared by
+    every sample.  The loop runs inside
     one compiled kernel over both cores; ``chunk_size`` bounds the temporary
     input copies for huge batches.  ``vmap(jacobian(f))(X)`` with ``X`` of shape
     ``(B, D)`` gives per-sample Jacobians ``(B, out, D)``.  Given a
@@ -309,5 +431,8 @@ def vmap(fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None) -> 
     >>> sj.vmap(sj.grad(lambda x: x[0] * x[1] ** 2))(X)
     array([[ 4.,  4.],
            [16., 24.]])
+    >>> p = {"w": np.array([1.0, -1.0]), "b": np.array(0.5)}
+    >>> sj.vmap(sj.grad(lambda p, x: (p["w"] @ x + p["b"]) ** 2), in_axes=(None, 0))(p, X)["b"]
+    array([-1., -1.])
     """
     return Batched(fn, in_axes, out_axes, chunk_size)

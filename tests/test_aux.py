@@ -139,3 +139,26 @@ def test_aux_may_hold_constants_and_none(tier):
     np.testing.assert_allclose(g, 2 * t * (1 - t ** 2), rtol=1e-12)
     assert aux["none"] is None and aux["count"] == 7
     np.testing.assert_array_equal(aux["ones"], np.ones(2))
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_hessian_with_aux_matches_jax(tier):
+    jax = pytest.importorskip("jax")
+    params = {"w": RNG.normal(size=3), "b": np.array(0.3)}
+
+    def energy(p, xp=np):
+        z = xp.tanh(p["w"] * X[:3] + p["b"])
+        return xp.sum(z ** 2), {"z": z, "count": 3}
+
+    with sj.using_tier(tier):
+        H, aux = sj.hessian(energy, has_aux=True)(params)
+        Hs, aux_s = sj.hessian(lambda x: (np.sum(x ** 3), x[0]), has_aux=True, sparse=True)(X)
+    with jax.enable_x64(True):
+        Hj, auxj = jax.hessian(lambda p: energy(p, jax.numpy), has_aux=True)(params)
+    for k in params:
+        for q in params:
+            np.testing.assert_allclose(H[k][q], Hj[k][q], rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(aux["z"], auxj["z"], rtol=1e-13)
+    assert aux["count"] == 3
+    np.testing.assert_allclose(Hs.toarray(), np.diag(6 * X), rtol=1e-13)
+    assert aux_s == X[0]

@@ -89,7 +89,8 @@ def test_source_is_a_readable_kernel_in_a_real_file():
     assert "out0[2] = " in text
     with open(path) as fh:
         module = fh.read()
-    assert "@njit(cache=True" in module and "def grad_of_rosen_f64(a0, out0):" in module
+    assert "@njit(nogil=True)" in module and "def grad_of_rosen_f64(a0, out0):" in module
+    assert "disk cache in __pycache__ beside this file" in module
 
 
 def test_shared_subexpressions_are_computed_once_in_the_kernel():

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._config import LIMITS
-from .._errors import ArgumentError, NonScalarOutputError, ResourceLimitError, ShapeError
+from .._errors import ArgumentError, InputTypeError, NonScalarOutputError, ResourceLimitError, ShapeError
 from ..ir import graph as g
-from ..trace import pytree
+from ..trace import namespace, pytree
 from ..trace.symarray import SymArray, from_object_array
 from ..trace.tracer import Traced, call_traced, fresh_variables
 from . import accumulate as _diff
@@ -113,6 +113,11 @@ class Variables:
         self.structures: list = []  # per argnum: its container's structure, or None
         self.top = top
         for a in argnums:
+            if a >= len(args):
+                raise ArgumentError(
+                    f"argnums selects argument {a}, but the call passes {len(args)} argument(s): the others "
+                    "stay defaults (constants, with no derivative). Pass the argument to differentiate it."
+                )
             if pytree.is_container(args[a]):
                 parts, structure = pytree.flatten(args[a])
                 made = [variable(part) for part in parts]
@@ -144,20 +149,20 @@ class Variables:
         """The tangent of each variable from ``vectors`` (one per argnum, shaped like
         it: a container for a container), shapes checked."""
         flat, variables = [], iter(self.variables)
-        for n, vec in zip(self.counts, vectors, strict=True):
+        for n, structure, vec in zip(self.counts, self.structures, vectors, strict=True):
             if n is None:
                 _check_vector(kind, vec, next(variables).shape, out_shape, "v", "the input's")
                 flat.append(vec)
                 continue
-            parts = pytree.flatten(vec)[0] if pytree.is_container(vec) else [vec]
-            if len(parts) != n:
+            try:
+                parts = pytree.flatten_like(structure, vec, "v")
+            except ArgumentError as exc:
                 raise ArgumentError(
                     f"{kind}: the tangent v of an argument that is a container of {n} arrays must be a "
-                    f"container like it, of {n} arrays shaped like its; got {type(vec).__name__} of "
-                    f"{len(parts)}."
-                )
-            for part in parts:
-                _check_vector(kind, part, next(variables).shape, None, "v", "the input's")
+                    f"container like it, of {n} arrays shaped like its; {exc}"
+                ) from None
+            for path, part in zip(pytree.paths(structure, "v"), parts, strict=True):
+                _check_vector(kind, part, next(variables).shape, None, path, "the input's")
                 flat.append(part)
         return flat
 
@@ -270,57 +275,137 @@ class Partial:
 
     spec: Spec
     top: bool  # the outermost product of a top-level call (not inside another trace)
-    traced: Traced  # the function's outputs (with has_aux, its value and then aux's leaves)
+    traced: Traced  # the function's output leaves (with has_aux, then aux's leaves)
     var: _Variables | None  # the differentiated arguments (None for jit)
-    vectors: list | None  # the trailing v or u (per argnum for jvp/hvp), or None
-    aux: Aux | None = None  # with has_aux: the auxiliary output's structure
+    vectors: list | None  # the trailing v (per argnum) or u (per output leaf), or None
+    outputs: Outputs | None = None  # the structures of the function's output and aux
 
 
-class Aux:
-    """A function's ``(value, aux)`` result, as a product with ``has_aux`` sees it: the
-    wrapped function returns ``(value, *leaves of aux)``, and ``structure`` is aux's."""
+class Outputs:
+    """A traced function's result as a product sees it.  The product traces the
+    function through this, which returns the leaves of the function's output
+    (a dict, ``[loss, logits]``, a tuple holding ``None``: ``trace.pytree``) as
+    the several outputs a trace takes, and then, with ``has_aux``, the leaves
+    of aux (the function returns ``(value, aux)``; only ``value`` is
+    differentiated).
 
-    def __init__(self, fn: Callable):
-        self.fn = fn
+    After the trace: ``tree`` is the output's structure, ``n`` its number of
+    leaves, ``single`` whether it is one array, ``structure`` the container
+    the API rebuilds around per-output results (None where the products' own
+    nesting already is the output's: one array, a flat tuple of arrays), and
+    ``aux`` aux's structure (None without ``has_aux``).
+    """
+
+    def __init__(self, fn: Callable, has_aux: bool = False, call: Callable | None = None):
+        self.fn, self.has_aux, self.call = fn, has_aux, call
+        self.tree: tuple = pytree.LEAF
+        self.n, self.single = 1, True
         self.structure: tuple | None = None
+        self.aux: tuple | None = None
+        self.__name__ = getattr(fn, "__name__", "the function")  # (for the random-draw warning)
+        self.__module__ = getattr(fn, "__module__", None)
 
     def __call__(self, *args):
-        out = self.fn(*args)
-        if not (isinstance(out, tuple) and len(out) == 2):
-            got = f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__
-            raise ArgumentError(
-                f"with has_aux=True the function must return a pair (value, aux); it returned {got}. "
-                "Return (value, aux), or leave has_aux out."
+        fn, args = self.call(self.fn, args) if self.call is not None else (self.fn, args)
+        scope = namespace.current()  # the function runs on the trace's view of its globals
+        out = (scope.callable(fn) if scope is not None else fn)(*args)
+        extra: list = []
+        if self.has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                got = f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__
+                raise ArgumentError(
+                    f"with has_aux=True the function must return a pair (value, aux); it returned {got}. "
+                    "Return (value, aux), or leave has_aux out."
+                )
+            out, aux = out
+            extra, self.aux = pytree.flatten(aux, lists=True)
+        leaves, tree = pytree.flatten_output(out)
+        if not leaves:
+            raise InputTypeError(
+                f"the traced function returned {pytree.describe(tree)}, which holds no array; symjac expects "
+                "an array, a number, or a container of them (a tuple, a dict, a list of arrays of different "
+                "shapes)."
             )
-        value, extra = out
-        leaves, self.structure = pytree.flatten(extra, lists=True)
-        return (value, *leaves)
+        self.tree, self.n, self.single = tree, len(leaves), tree == pytree.LEAF
+        flat_tuple = tree[0] == "tuple" and all(s == pytree.LEAF for s in tree[1])
+        self.structure = None if self.single or flat_tuple else tree
+        if self.has_aux:
+            return (*leaves, *extra)
+        return leaves[0] if self.single else tuple(leaves)
+
+    def paths(self) -> list[str]:
+        """How each output leaf is reached (``output['loss']``)."""
+        return pytree.paths(self.tree, "output")
 
     def split(self, traced: Traced) -> tuple[Traced, list]:
-        """(the value as the product's traced output, aux's leaves)."""
-        return Traced(traced.arrays[:1], single=True), list(traced.arrays[1:])
+        """(the differentiated output's part of the trace, aux's leaves)."""
+        if not self.has_aux:
+            return traced, []
+        return Traced(traced.arrays[: self.n], single=self.single), list(traced.arrays[self.n :])
 
-    def rebuilt(self, leaves: Sequence, top: bool):
+    def require_array(self, kind: str, traced: Traced) -> None:
+        """``grad``, ``hvp``, ``laplacian`` and ``divergence`` differentiate one array: an
+        error naming each output of a function that returns a container of them."""
+        if self.single or kind not in ("grad", "hvp", "laplacian", "divergence"):
+            return
+        listed = ", ".join(f"{path} {tuple(a.shape)}" for path, a in zip(self.paths(), traced.arrays, strict=True))
+        what = "one scalar output (shape ())" if kind != "divergence" else "one array output shaped like its input"
+        fix = ("use sj.jacobian for the derivative of every output" if kind == "divergence" else
+               "return the scalar alone and pass the rest beside it with has_aux=True "
+               "(`return loss, {\"logits\": z}`), or use sj.jacobian for the derivative of every output"
+               + (" (or sj.vjp to contract it with a cotangent u)" if kind == "grad" else ""))
+        error = ShapeError if kind == "divergence" else NonScalarOutputError
+        raise error(f"{kind} needs a function with {what}, but the function returns "
+                    f"{pytree.describe(self.tree)}: {listed}. To differentiate one of them, {fix}.")
+
+    def cotangents(self, u, traced: Traced):
+        """vjp's ``u`` as one array per output leaf (``u`` has the output's structure),
+        shapes checked."""
+        if self.single:
+            return u
+        try:
+            leaves = pytree.flatten_like(self.tree, u, "u")
+        except ArgumentError as exc:
+            raise ArgumentError(
+                f"vjp: the function returns {pytree.describe(self.tree)} ({', '.join(self.paths())}), so u must "
+                f"be a container like it, one cotangent shaped like each output: {exc}"
+            ) from None
+        for path, out, vec in zip(pytree.paths(self.tree, "u"), traced.arrays, leaves, strict=True):
+            _check_vector("vjp", vec, out.shape, None, path, "the output's")
+        return leaves
+
+    def rebuilt(self, result, kind: str):
+        """A product's per-output results inside another trace, in the output's container
+        (at the top the API rebuilds it: the runtime takes tuples)."""
+        if self.structure is None or kind not in ("jit", "jacobian", "jvp", "hessian"):
+            return result
+        return pytree.unflatten(self.structure, list(result))
+
+    def rebuilt_aux(self, leaves: Sequence, top: bool):
         """aux from its leaves: a tuple of them at the top (the API rebuilds it), aux itself inside a trace."""
-        return tuple(leaves) if top else pytree.unflatten(self.structure, list(leaves))
+        return tuple(leaves) if top else pytree.unflatten(self.aux, list(leaves))
 
 
-def _inner(chain: Sequence[Spec], root: Callable) -> Callable:
-    """The function the first product of ``chain`` traces: ``root`` itself, or
-    ``root`` under the remaining products, applied inside the trace."""
+def _inner(chain: Sequence[Spec], root: Callable, call: Callable | None) -> tuple[Callable, Callable | None]:
+    """The function the first product of ``chain`` traces, and how to call it:
+    ``root`` itself with ``call`` (see :func:`trace`), or ``root`` under the
+    remaining products, applied inside the trace, called plainly."""
     if len(chain) == 1:
-        return root
+        return root, call
     rest = tuple(chain[1:])
 
     def inner(*args):
-        return apply(rest, root, list(args))
+        return apply(rest, root, list(args), call=call)
 
-    return inner
+    return inner, None
 
 
-def trace(chain: Sequence[Spec], root: Callable, args: list, top: bool = True) -> Partial:
+def trace(chain: Sequence[Spec], root: Callable, args: list, top: bool = True,
+          call: Callable | None = None) -> Partial:
     """Trace ``root`` under the products ``chain`` (outermost first) on the
-    traced ``args``: the first half of :func:`apply`."""
+    traced ``args``: the first half of :func:`apply`.  ``call(root, args)``
+    gives what to call ``root`` with (``(callable, positional args)``: keyword-only
+    arguments passed by keyword, defaults left out); None: ``root(*args)``."""
     spec = chain[0]
     if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
         raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
@@ -330,36 +415,44 @@ def trace(chain: Sequence[Spec], root: Callable, args: list, top: bool = True) -
         vectors = args[-1]
         if spec.kind in ("jvp", "hvp"):
             vectors = _per_argnum(spec, vectors, "tangent v")
-    fn = _inner(chain, root)
-    aux = Aux(fn) if spec.has_aux else None
-    if spec.kind == "jit":
-        return Partial(spec, top, call_traced(aux or fn, primal), None, vectors, aux)
-    var = _Variables(primal, spec.argnums, top)
-    return Partial(spec, top, call_traced(aux or fn, var.call_args), var, vectors, aux)
+    fn, call = _inner(chain, root, call)
+    outputs = Outputs(fn, spec.has_aux, call)
+    var = _Variables(primal, spec.argnums, top) if spec.kind != "jit" else None
+    traced = call_traced(outputs, var.call_args if var is not None else primal)
+    # the output's structure is checked here, not in finish: a warm start skips finish
+    value = outputs.split(traced)[0]
+    outputs.require_array(spec.kind, value)
+    if spec.kind == "vjp":
+        vectors = outputs.cotangents(vectors, value)
+    return Partial(spec, top, traced, var, vectors, outputs)
 
 
 def finish(p: Partial):
     """Differentiate a traced product: the second half of :func:`apply`.
     Returns SymArrays (SymSparse blocks for a sparse top-level product),
-    nested in tuples as the transform returns them: with ``has_aux``,
-    ``(result, aux)``; with ``with_value`` (value_and_grad), ``(value, result)``
-    or ``((value, aux), result)``."""
-    if p.aux is None and not p.spec.with_value:
-        return _FINISH[p.spec.kind](p)
-    traced, extra = p.aux.split(p.traced) if p.aux is not None else (p.traced, [])
+    nested in tuples as the transform returns them (one entry per output leaf
+    at the top; the output's container inside another trace): with
+    ``has_aux``, ``(result, aux)``; with ``with_value`` (value_and_grad),
+    ``(value, result)`` or ``((value, aux), result)``."""
+    outputs = p.outputs
+    traced, extra = outputs.split(p.traced)
     result = _FINISH[p.spec.kind](dataclasses.replace(p, traced=traced))
+    if not p.top:
+        result = outputs.rebuilt(result, p.spec.kind)
+    if not outputs.has_aux and not p.spec.with_value:
+        return result
     values = p.var.restore(list(traced.arrays) + extra) if p.var is not None else list(traced.arrays) + extra
-    value, extra = values[0], values[1:]
-    aux = p.aux.rebuilt(extra, p.top) if p.aux is not None else None
+    value, extra = values[0], values[outputs.n :]
+    aux = outputs.rebuilt_aux(extra, p.top) if outputs.has_aux else None
     if p.spec.with_value:
-        return ((value, aux) if p.aux is not None else value), result
+        return ((value, aux) if outputs.has_aux else value), result
     return result, aux
 
 
-def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False):
+def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, call: Callable | None = None):
     """``root`` under the products ``chain`` (outermost first), applied to
-    traced ``args``; ``top`` for the outermost call of a build."""
-    return finish(trace(chain, root, args, top))
+    traced ``args``; ``top`` for the outermost call of a build (``call``: see :func:`trace`)."""
+    return finish(trace(chain, root, args, top, call))
 
 
 # ----- the products ------------------------------------------------------------------------

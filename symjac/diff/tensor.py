@@ -265,11 +265,12 @@ _FINISH: dict[str, Callable] = {
 }
 
 
-def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, facts: dict | None = None):
+def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, facts: dict | None = None,
+          call: Callable | None = None):
     """``root`` under the products ``chain`` (outermost first) on TArray
     arguments: the result's nodes, nested as the transform returns them
-    (``facts`` gets ``single``: whether the traced function returned one array,
-    and ``aux``: the structure of its auxiliary output, with ``has_aux``)."""
+    (``facts`` gets ``outputs``: the structures of the function's output and
+    aux, ``products.Outputs``; ``call``: see ``products.trace``)."""
     spec = chain[0]
     if spec.sparse:
         raise products.ArgumentError("sparse results are built on the scalar tier")
@@ -284,27 +285,31 @@ def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, 
     if len(chain) == 1:
         fn = root
     else:
-        rest = tuple(chain[1:])
+        rest, inner_call, call = tuple(chain[1:]), call, None
 
         def fn(*inner_args):
-            return wrap(apply(rest, root, list(inner_args)))
+            return wrap(apply(rest, root, list(inner_args), call=inner_call))
 
-    aux = products.Aux(fn) if spec.has_aux else None
+    outputs = products.Outputs(fn, spec.has_aux, call)
     var = _Variables(primal, spec.argnums, top) if spec.kind != "jit" else None
-    traced = call_traced_arrays(aux or fn, var.call_args if var is not None else primal)
+    traced = call_traced_arrays(outputs, var.call_args if var is not None else primal)
     if facts is not None:
-        facts["single"] = traced.single
-        facts["aux"] = None if aux is None else aux.structure
-    if aux is None and not spec.with_value:
-        return _FINISH[spec.kind](spec, traced, var, vectors)
-    value_traced, extra = aux.split(traced) if aux is not None else (traced, [])
+        facts["outputs"] = outputs
+    value_traced, extra = outputs.split(traced)
+    outputs.require_array(spec.kind, value_traced)
+    if spec.kind == "vjp":
+        vectors = outputs.cotangents(vectors, value_traced)
     result = _FINISH[spec.kind](spec, value_traced, var, vectors)
+    if not top:
+        result = outputs.rebuilt(result, spec.kind)
+    if not spec.has_aux and not spec.with_value:
+        return result
     values = [a.node for a in list(value_traced.arrays) + extra]
     values = var.restore(values) if var is not None else values
-    value, extra = values[0], values[1:]
-    aux_value = aux.rebuilt(extra, top) if aux is not None else None
+    value, extra = values[0], values[outputs.n:]
+    aux_value = outputs.rebuilt_aux(extra, top) if spec.has_aux else None
     if spec.with_value:
-        return ((value, aux_value) if aux is not None else value), result
+        return ((value, aux_value) if spec.has_aux else value), result
     return result, aux_value
 
 
@@ -312,7 +317,7 @@ def wrap(result):
     """Nodes (nested in tuples, or in a container argument's structure) as TArrays."""
     if isinstance(result, t.Node):
         return TArray(result)
-    leaves, structure = pytree.flatten(result)
+    leaves, structure = pytree.flatten(result, lists=True)
     return pytree.unflatten(structure, [wrap(leaf) for leaf in leaves])
 
 

@@ -84,7 +84,7 @@ def _trace(request: Request, args: Sequence, values: bool = False) -> tuple[prod
         return ReadArray(name, shape, dtype)
 
     partial, read = _reads.traced(
-        lambda _: products.trace(request.products, request.root, call_args),
+        lambda _: products.trace(request.products, request.root, call_args, call=request.call),
         lambda mode: _reads.Reads(request.root, mode, make, len(leaf_names), set(leaf_names)),
         constants=values or any(s.sparse for s in request.products),
     )
@@ -167,7 +167,10 @@ def program(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
     # the collector would walk them again and again (an MLP Jacobian's first call 0.45-0.75 s
     # with it, 0.35-0.43 s without)
     with _compile.collector_paused():
-        return _choose(request, args)
+        built = _choose(request, args)
+    if built[0].out_structure is not None:
+        request.note_container_outputs()
+    return built
 
 
 def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorProgram, bool]:
@@ -230,19 +233,24 @@ def _program(request: Request, args: Sequence, budget: int | None = None) -> tup
             compiled = warm.load(entry, request, leaves.parameters, [s.shape for s in leaves.specs])
             if compiled is not None:
                 compiled.limit_integers(*limit)
-                compiled.single_output = partial.traced.single
-                compiled.aux_structure = None if partial.aux is None else partial.aux.structure
+                _outputs(compiled, partial)
                 compiled.set_reads(leaves.reads, leaves.read_paths, request.root)
                 return compiled, True
         built = _finish(partial, leaves)
     compiled = generate(request, built)
     compiled.limit_integers(*limit)
-    compiled.single_output = partial.traced.single
-    compiled.aux_structure = None if partial.aux is None else partial.aux.structure
+    _outputs(compiled, partial)
     compiled.set_reads(leaves.reads, leaves.read_paths, request.root)
     if entry is not None:
         warm.save(entry, compiled)
     return compiled, False
+
+
+def _outputs(compiled: Compiled, partial: products.Partial) -> None:
+    """What the API needs to rebuild the results: the structures of the function's output and aux."""
+    compiled.single_output = partial.outputs.single
+    compiled.aux_structure = partial.outputs.aux
+    compiled.out_structure = partial.outputs.structure
 
 
 def generate(request: Request, built: Built) -> Compiled:

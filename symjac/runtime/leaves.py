@@ -23,11 +23,13 @@ def leaf_layout(request: Request, args: Sequence) -> tuple[list, list, list[ArgS
             shape_of_args.append(None)
             continue
         parts = list(enumerate(a)) if isinstance(a, tuple) else [(None, a)]
+        container = request.structure[i] if i < len(request.structure) else None
+        shown = pytree.paths(container, names[i]) if container is not None else None  # params['W1'], for errors
         for k, part in parts:
             name = names[i] if k is None else f"{names[i]}{k}"
             positions.append((i, k))
             leaf_names.append(name)
-            specs.append(spec_of(part, name))
+            specs.append(spec_of(part, name if k is None else shown[k] if shown else f"{names[i]}[{k}]"))
         shape_of_args.append(len(parts) if isinstance(a, tuple) else 0)
     return positions, leaf_names, specs, shape_of_args
 

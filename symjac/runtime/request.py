@@ -55,9 +55,15 @@ class Request:
     #: per argument position, the container (``trace.pytree``) whose leaves the runtime
     #: receives as a tuple, or None; () when no argument is a container
     structure: tuple = ()
+    #: ``call(root, args) -> (callable, positional args)``: how the bound arguments reach
+    #: the user's function (keyword-only ones by keyword); None: ``root(*args)``
+    call: Callable | None = None
     kernel_base: str = field(init=False)  #: "jacobian_of_grad_of_rosen": an identifier
     title: str = field(init=False)  #: "jacobian (argnums=0) of rosen": identifiers and numbers only
     table: store.KernelTable = field(init=False)  #: this transform's programs in memory
+    #: set once a program of this request returns a container of outputs (a dict, ...), which the
+    #: API rebuilds (``out_structure``); until then its results need no look at their program
+    container_outputs: bool = field(init=False, default=False)
 
     def __post_init__(self):
         base = _NOT_IDENTIFIER.sub("_", self.root_name).strip("_") or "fn"  # follows a product's name
@@ -100,4 +106,8 @@ class Request:
         (``f`` for ``jacobian(f)``, ``grad(f)`` for ``jacobian(grad(f))``)."""
         jit = Spec("jit", (), False, 0)
         return Request(self.root, (jit,) + self.products[1:], self.static_argnums, self.params, self.root_name,
-                       self.structure)
+                       self.structure, self.call)
+
+    def note_container_outputs(self) -> None:
+        """A program of this request returns a container of outputs (see ``container_outputs``)."""
+        object.__setattr__(self, "container_outputs", True)

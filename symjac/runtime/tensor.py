@@ -49,7 +49,8 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
             call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
             facts: dict = {}
             result, read = _reads.traced(
-                lambda _: dt.apply(request.products, request.root, call_args, top=True, facts=facts),
+                lambda _: dt.apply(request.products, request.root, call_args, top=True, facts=facts,
+                                   call=request.call),
                 lambda mode: _reads.Reads(request.root, mode, make, len(names), set(names)),
                 constants=values,
             )
@@ -61,8 +62,9 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
     positions = list(positions) + [(len(args) + j, None) for j in range(len(read.names))]
     specs = list(specs) + [ArgSpec(p.node.shape, p.node.dtype) for p in read.placeholders]
     program = TensorProgram(request, positions, list(names) + read.names, specs, result, dtype, "")
-    program.single_output = facts["single"]
-    program.aux_structure = facts["aux"]
+    program.single_output = facts["outputs"].single
+    program.aux_structure = facts["outputs"].aux
+    program.out_structure = facts["outputs"].structure
     program.reads, program.read_paths = read.fetch(), read.paths
     return program, ""
 
@@ -89,6 +91,7 @@ class TensorProgram(_NothingToCompile):
     tier = "array"
     single_output = True  #: the traced function returns one array (not a tuple of them)
     aux_structure = None  #: with has_aux: the structure of the function's auxiliary output
+    out_structure = None  #: the function's output container, rebuilt by the API (``products.Outputs``)
     reads = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
     read_paths: list = []  #: how each of them is read (``self.W``)
 

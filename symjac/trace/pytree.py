@@ -8,7 +8,9 @@ arrays while tracing, gradients afterwards).  The runtime sees a container
 argument as a tuple of leaves, which it already takes as several inputs.
 
 A list of numbers (``[1.0, 2.0]``) stays an array, as it always was; a list
-is a container when it holds containers or arrays of different shapes.
+is a container when it holds containers or arrays of different shapes.  A
+function's *result* is read the same way (:func:`flatten_output`): a dict, a
+tuple with ``None`` in it, ``[loss, logits]`` are containers of outputs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import numpy as np
+from .._errors import ArgumentError
 
 #: a leaf: an array or a number (or anything else the runtime checks as an argument)
 LEAF = ("leaf",)
@@ -26,16 +28,25 @@ def _is_namedtuple(value) -> bool:
     return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
 
+def _shape(value) -> tuple | None:
+    """The shape of an array, a traced array or a number; None for anything else (a list)."""
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return tuple(shape)
+    return () if isinstance(value, (bool, int, float)) else None
+
+
 def _list_is_container(value: list) -> bool:
-    """A list of dicts, tuples, None or dataclasses, or of arrays of different shapes (a
-    list of numbers, or of lists of numbers, stays an array, ragged or not, as it always was)."""
+    """A list of dicts, tuples, None or dataclasses, or of arrays (traced ones included) and
+    numbers of different shapes (``[loss, logits]``).  A list of numbers, or of arrays of one
+    shape, stays an array, as NumPy reads it; so does a list of lists of numbers, ragged or not."""
     if not value:
         return False
     if any(isinstance(v, (dict, tuple)) or v is None or (dataclasses.is_dataclass(v) and not isinstance(v, type))
            or (isinstance(v, list) and _list_is_container(v)) for v in value):
         return True
-    arrays = [v for v in value if isinstance(v, np.ndarray)]
-    return len(arrays) == len(value) and len({a.shape for a in arrays}) > 1
+    shapes = [_shape(v) for v in value]
+    return None not in shapes and len(set(shapes)) > 1
 
 
 def is_container(value) -> bool:
@@ -61,13 +72,27 @@ def needs_structure(value) -> bool:
 
 def flatten(value, lists: bool = False) -> tuple[list, tuple]:
     """``(leaves, structure)`` of ``value``.  With ``lists``, every list is a
-    container (a function's results: ``[loss, residual]`` comes back a list)."""
+    container (an auxiliary output: ``[loss, residual]`` comes back a list)."""
     leaves: list = []
-    structure = _flatten(value, leaves, lists)
+    structure = _flatten(value, leaves, _every_list if lists else _list_is_container)
     return leaves, structure
 
 
-def _flatten(value, leaves: list, lists: bool = False) -> tuple:
+def flatten_output(value) -> tuple[list, tuple]:
+    """``(leaves, structure)`` of what a traced function returns: a list of
+    numbers or of arrays of one shape stays one array (``return [dx, dy]``, as
+    SciPy reads it); other lists, tuples, dicts, named tuples, dataclasses and
+    ``None`` are containers of outputs."""
+    leaves: list = []
+    structure = _flatten(value, leaves, _list_is_container)
+    return leaves, structure
+
+
+def _every_list(value: list) -> bool:
+    return True
+
+
+def _flatten(value, leaves: list, lists) -> tuple:
     if value is None:
         return ("none",)
     if isinstance(value, dict):
@@ -80,7 +105,7 @@ def _flatten(value, leaves: list, lists: bool = False) -> tuple:
         return ("dataclass", type(value), names, tuple(_flatten(getattr(value, n), leaves, lists) for n in names))
     if isinstance(value, tuple):
         return ("tuple", tuple(_flatten(v, leaves, lists) for v in value))
-    if isinstance(value, list) and (lists or _list_is_container(value)):
+    if isinstance(value, list) and lists(value):
         return ("list", tuple(_flatten(v, leaves, lists) for v in value))
     leaves.append(value)
     return LEAF
@@ -139,3 +164,110 @@ def _paths(structure: tuple, prefix: str, out: list) -> None:
     elif kind in ("tuple", "list"):
         for k, s in enumerate(structure[1]):
             _paths(s, f"{prefix}[{k}]", out)
+
+
+def describe(structure: tuple) -> str:
+    """A container's kind for messages: ``a dict with keys ['logits', 'loss']``."""
+    kind = structure[0]
+    if kind == "dict":
+        return f"a dict with keys {list(structure[1])}"
+    if kind == "namedtuple":
+        return f"a {structure[1].__name__} (named tuple)"
+    if kind == "dataclass":
+        return f"a {structure[1].__name__} (dataclass)"
+    if kind in ("tuple", "list"):
+        return f"a {kind} of {len(structure[1])}"
+    return "None" if kind == "none" else "an array"
+
+
+def flatten_like(structure: tuple, value, name: str) -> list:
+    """The leaves of ``value``, which must have ``structure`` (a tuple and a list of
+    the same length count as alike); an ArgumentError naming the first place it
+    differs (``u['logits']``) otherwise."""
+    out: list = []
+    _like(structure, value, name, out)
+    return out
+
+
+def _like(structure: tuple, value, path: str, out: list) -> None:
+    kind = structure[0]
+    if kind == "leaf":
+        if is_container(value):
+            raise _unlike(structure, value, path)
+        out.append(value)
+    elif kind == "none":
+        if value is not None:
+            raise _unlike(structure, value, path)
+    elif kind == "dict":
+        if not isinstance(value, dict) or sorted(value) != list(structure[1]):
+            raise _unlike(structure, value, path)
+        for k, s in zip(structure[1], structure[2], strict=True):
+            _like(s, value[k], f"{path}[{k!r}]", out)
+    elif kind in ("namedtuple", "dataclass"):
+        names = structure[1]._fields if kind == "namedtuple" else structure[2]
+        parts = structure[2] if kind == "namedtuple" else structure[3]
+        if type(value) is not structure[1]:
+            raise _unlike(structure, value, path)
+        for n, s in zip(names, parts, strict=True):
+            _like(s, getattr(value, n), f"{path}.{n}", out)
+    else:  # tuple, list
+        if not isinstance(value, (tuple, list)) or _is_namedtuple(value) or len(value) != len(structure[1]):
+            raise _unlike(structure, value, path)
+        for k, (s, v) in enumerate(zip(structure[1], value, strict=True)):
+            _like(s, v, f"{path}[{k}]", out)
+
+
+def _unlike(structure: tuple, value, path: str) -> Exception:
+    return ArgumentError(f"{path} must be {describe(structure)}; got {_seen(value)}.")
+
+
+def _seen(value) -> str:
+    if value is None:
+        seen = "None"
+    elif isinstance(value, dict):
+        seen = f"a dict with keys {sorted(value, key=str)}"
+    elif isinstance(value, (tuple, list)):
+        seen = f"a {type(value).__name__} of {len(value)}"
+    elif _shape(value) is not None:
+        seen = f"an array of shape {_shape(value)}"
+    else:
+        seen = f"a {type(value).__name__}"
+    return seen
+
+
+def broadcast(prefix, structure: tuple, name: str, is_leaf) -> list:
+    """One entry per leaf of ``structure`` from ``prefix``, a container with
+    ``structure``'s shape down to where it holds a single entry for everything
+    below (JAX's "tree prefix": ``in_axes=({"W": None, "b": 0}, 0)``);
+    ``is_leaf(value)`` says what such an entry is."""
+    out: list = []
+    _broadcast(prefix, structure, name, is_leaf, out)
+    return out
+
+
+def _broadcast(prefix, structure: tuple, path: str, is_leaf, out: list) -> None:
+    if is_leaf(prefix):
+        out.extend([prefix] * len(paths(structure, path)))
+        return
+    kind = structure[0]
+    if kind == "leaf":
+        raise ArgumentError(f"{path} must be one entry for the array there; got {_seen(prefix)}.")
+    if kind == "none":
+        return
+    if kind == "dict":
+        if not isinstance(prefix, dict) or sorted(prefix) != list(structure[1]):
+            raise _unlike(structure, prefix, path)
+        for k, s in zip(structure[1], structure[2], strict=True):
+            _broadcast(prefix[k], s, f"{path}[{k!r}]", is_leaf, out)
+    elif kind in ("namedtuple", "dataclass"):
+        names = structure[1]._fields if kind == "namedtuple" else structure[2]
+        parts = structure[2] if kind == "namedtuple" else structure[3]
+        if type(prefix) is not structure[1]:
+            raise _unlike(structure, prefix, path)
+        for n, s in zip(names, parts, strict=True):
+            _broadcast(getattr(prefix, n), s, f"{path}.{n}", is_leaf, out)
+    else:
+        if not isinstance(prefix, (tuple, list)) or len(prefix) != len(structure[1]):
+            raise _unlike(structure, prefix, path)
+        for k, (s, v) in enumerate(zip(structure[1], prefix, strict=True)):
+            _broadcast(v, s, f"{path}[{k}]", is_leaf, out)
