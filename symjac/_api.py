@@ -42,6 +42,10 @@ _ndarray = np.ndarray  # (one global lookup on the hot path)
 _ANY_NUMBER = 2**30  # the arity bound of a function taking *args
 
 
+def _remade(cls, fn, kind: str, options: dict):
+    return cls(fn, kind, **options)
+
+
 def _check_static_keyword(fn_name: str, name: str, value) -> None:
     """A keyword option is part of the cache key, so it must have one (see ``runtime.keys``)."""
     try:
@@ -80,6 +84,10 @@ class Transform:
 
     def __init__(self, fn: Callable, kind: str, argnums=0, static_argnums=(), sparse: bool = False,
                  format: str = "csr", has_aux: bool = False, with_value: bool = False, static_argnames=()):
+        # what pickling and copying keep (see __reduce__)
+        self._made_with = (fn, kind, {"argnums": argnums, "static_argnums": static_argnums, "sparse": sparse,
+                                      "format": format, "has_aux": has_aux, "with_value": with_value,
+                                      "static_argnames": static_argnames})
         if not callable(fn):
             raise ArgumentError(f"sj.{kind} needs a callable; got {type(fn).__name__}.")
         static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
@@ -152,6 +160,15 @@ class Transform:
         self._n_positional = n if n is not None else _ANY_NUMBER  # past it, keyword-only arguments
         self._max_positional = self._n_positional + self.n_extra
 
+    def __reduce__(self):
+        """Pickled and copied as what it was made from (the function and the
+        transform's options): programs, kernels and tables are the process's
+        own and are found again, or built, on the first call after loading.
+        So transforms pass through multiprocessing, Dask and ``copy.deepcopy``
+        (the function itself must pickle: a module-level function does)."""
+        fn, kind, options = self._made_with
+        return (_remade, (type(self), fn, kind, options))
+
     # ----- signature ---------------------------------------------------------------
 
     @property
@@ -168,16 +185,18 @@ class Transform:
         """The arguments as the function's positional parameters, then its
         keyword-only ones (``Signature.bind``: defaults left out stay
         defaults), followed by the vector of a vector product."""
-        n = len(args) - self.n_extra
-        if n < 0:
-            raise ArityError(
-                f"{self.kind} of {self.fn_name} takes the function's arguments followed by "
-                f"{VECTOR[self.kind]}; got only {len(args)} argument(s)."
-            )
-        primal, extra = args[:n], args[n:]
         kwargs = dict(kwargs)
-        if self.n_extra and VECTOR[self.kind] in kwargs and not extra:
-            extra = (kwargs.pop(VECTOR[self.kind]),)
+        name = VECTOR.get(self.kind)
+        if self.n_extra and name in kwargs and name not in (*self.root_signature.names, *self.root_signature.kwonly_names):
+            primal, extra = args, (kwargs.pop(name),)  # jvp(f)(x, v=t): the vector by its name
+        else:
+            n = len(args) - self.n_extra
+            if n < 0:
+                raise ArityError(
+                    f"{self.kind} of {self.fn_name} takes the function's arguments followed by "
+                    f"{name}; got only {len(args)} argument(s)."
+                )
+            primal, extra = args[:n], args[n:]
         inner = self.fn.bind(primal, kwargs) if isinstance(self.fn, Transform) else self._signature.bind(primal, kwargs)
         return inner + tuple(extra)
 

@@ -168,6 +168,10 @@ class Batched:
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
 
+    def __reduce__(self):
+        """Pickled and copied as what it was made from (see ``Transform.__reduce__``)."""
+        return (Batched, (self.inner, self.in_axes, self.out_axes, self.chunk_size))
+
     def _reset(self) -> None:
         """Forget the batch programs (the store dropped their per-sample programs)."""
         self._generation = store.generation
@@ -371,9 +375,11 @@ class Batched:
         return self._sample_program(args).info()
 
     def compile(self, *args):
-        """Compile (or load) the batch kernel now and wait for it."""
+        """Compile (or load) the batch kernel now and wait for it: its optimised
+        code, and its parallel loop when there is more than one thread (the
+        calls that follow are then what a timing loop should measure)."""
         program = self._sample_program(args)
-        program.load_kernel()
+        program.load_all()
         return program.info()
 
     def source(self, *args, llvm: bool = False) -> str:

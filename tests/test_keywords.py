@@ -185,3 +185,18 @@ def test_a_keyword_call_does_not_open_a_shortcut_for_positional_calls():
         np.testing.assert_allclose(g(X, alpha=a), sj.grad(leaky)(X, alpha=0.3), rtol=1e-14)
     with pytest.raises(sj.ArityError, match="takes 1 positional argument"):
         g(X, a)
+
+
+def test_the_vector_of_a_product_by_its_name():
+    """jvp(f)(x, v=t), hvp(f)(x, v=t) and vjp(f)(x, u=c) used to raise ArityError
+    (the last positional argument was taken as the vector first)."""
+    x, t = np.array([0.3, 1.0, 2.0]), np.array([1.0, -2.0, 0.5])
+    np.testing.assert_array_equal(sj.jvp(np.sin)(x, v=t), sj.jvp(np.sin)(x, t))
+    np.testing.assert_array_equal(sj.vjp(np.sin)(x, u=t), sj.vjp(np.sin)(x, t))
+    cube = lambda x, a: a * np.sum(x ** 3)  # noqa: E731
+    np.testing.assert_allclose(sj.hvp(cube)(x, 2.0, v=t), 12.0 * x * t)
+
+    def scaled(x, v):  # a parameter named v is the function's: the tangent is then positional
+        return x * v
+
+    np.testing.assert_array_equal(sj.jvp(scaled)(x, t, v=t), sj.jvp(scaled)(x, t, t))

@@ -286,3 +286,24 @@ def test_root_and_least_squares_solve_bratu():
     np.testing.assert_allclose(fit.x, exact, atol=1e-8)
     with pytest.raises(sj.ArgumentError, match="unknown method"):
         eqs.options("newton")
+
+
+def test_hvp_passed_as_scipys_hessp_with_args_is_refused_before_the_function_runs():
+    """SciPy calls hessp(x, p, *args); sj.hvp(f) takes (x, *args, v): with args=
+    the call used to run f on p as its second parameter (a raw error from the
+    function, or a wrong H·p when the shapes fit)."""
+    import scipy.optimize
+
+    def f(x, A, c):
+        return 0.5 * x @ A @ x + c * np.sum(x ** 4)
+
+    x0, A = np.array([1.0, -0.5, 0.25]), np.diag([2.0, 3.0, 4.0])
+    with pytest.raises(sj.ShapeError, match=r"hessp\(x, p, \*args\).*sj.scipy.objective\(f\).hessp") as err:
+        scipy.optimize.minimize(f, x0, args=(A, 0.1), method="Newton-CG", jac=sj.grad(f), hessp=sj.hvp(f))
+    assert isinstance(err.value, ValueError)
+    H = sj.hvp(f)
+    good = scipy.optimize.minimize(f, x0, args=(A, 0.1), method="Newton-CG", jac=sj.grad(f),
+                                   hessp=lambda x, p, *args: H(x, *args, p))
+    assert good.success and np.allclose(good.x, 0, atol=1e-5)
+    obj = sj.scipy.objective(f)
+    assert np.allclose(obj.hessp(x0, np.ones(3), A, 0.1), H(x0, A, 0.1, np.ones(3)))

@@ -270,3 +270,28 @@ def test_vmap_compiles_the_batch_kernel_not_the_per_sample_one_until_that_is_cal
         assert per_sample.deferred and per_sample.kernel is None  # no compile spent on it
         np.testing.assert_array_equal(J(X[0]), sj.vmap(J)(X)[0])  # its first own call starts it
     assert not per_sample.deferred and J.info(X[0]).tier == "kernel"
+
+
+def test_compile_waits_for_the_optimised_code_and_the_parallel_loop():
+    """vmap(...).compile used to return before the parallel loop (loaded in the
+    background on the first big batch) and the optimised code were in: a timing
+    loop started after it measured the compile too."""
+    import numba
+
+    from symjac.backend import native
+
+    def f(x):
+        y = x
+        for k in range(4):
+            y = np.tanh(y * (k + 1.5)) + y[::-1] * 0.5
+        return y
+
+    X = np.random.default_rng(0).normal(size=(2000, 6))
+    V = sj.vmap(sj.jacobian(f))
+    with sj.compiling("background"):
+        info = V.compile(X)
+    program = V._sample_program((X,))
+    assert info.tier == "kernel" and native._optimising.unfinished_tasks == 0
+    if numba.get_num_threads() > 1:
+        assert program._threaded, "the parallel loop is loaded"
+    np.testing.assert_allclose(V(X)[7], sj.jacobian(f)(X[7]), rtol=0, atol=1e-15)

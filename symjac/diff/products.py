@@ -250,6 +250,41 @@ def _check_vector(kind: str, given, expected: tuple, other: tuple, name: str, wh
     )
 
 
+def split_vectors(spec: Spec, args: Sequence) -> tuple[list, list | object | None]:
+    """``args`` as the function's arguments and the product's vector (None:
+    none; jvp and hvp: one tangent per argnum).  An hvp tangent shaped unlike
+    its argument while another argument has that shape is refused here,
+    before the function runs on the wrong values: SciPy calls
+    ``hessp(x, p, *args)``, so ``hessp=sj.hvp(f)`` with ``args=`` hands ``p``
+    to ``f``'s second parameter and an arg to ``v``."""
+    primal = list(args[: len(args) - spec.n_extra])
+    if not spec.n_extra:
+        return primal, None
+    vectors = args[-1]
+    if spec.kind not in ("jvp", "hvp"):
+        return primal, vectors
+    vectors = _per_argnum(spec, vectors, "tangent v")
+    for k, v in zip(spec.argnums, vectors, strict=True):
+        arg = primal[k] if k < len(primal) else None
+        if arg is None or pytree.is_container(arg) or pytree.is_container(v):
+            continue  # (checked leaf by leaf after the trace)
+        want, got = tuple(_shape(arg)), tuple(_shape(v))
+        if want == got:
+            continue
+        swapped = [j for j in range(len(primal)) if j != k and tuple(_shape(primal[j])) == want]
+        if spec.kind == "hvp" and swapped:  # (other shapes: checked after the trace, which knows the output's)
+            raise ShapeError(
+                f"hvp: the tangent v must have the shape of argument {k}, {want}; got {got}. hvp takes the "
+                f"function's arguments, then v. Argument {swapped[0]} has that shape: if SciPy calls this as "
+                "hessp(x, p, *args), its order puts p second; pass hessp=sj.scipy.objective(f).hessp, or "
+                "hessp=lambda x, p, *args: H(x, *args, p).")
+    return primal, vectors
+
+
+def _shape(a) -> tuple:
+    return a.shape if isinstance(a, SymArray) else np.shape(a)
+
+
 def _per_argnum(spec: Spec, vectors, label: str) -> list:
     if spec.tuple_argnums:
         if not isinstance(vectors, (tuple, list)) or len(vectors) != len(spec.argnums):
@@ -409,12 +444,7 @@ def trace(chain: Sequence[Spec], root: Callable, args: list, top: bool = True,
     spec = chain[0]
     if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
         raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
-    primal = list(args[: len(args) - spec.n_extra])
-    vectors = None
-    if spec.n_extra:
-        vectors = args[-1]
-        if spec.kind in ("jvp", "hvp"):
-            vectors = _per_argnum(spec, vectors, "tangent v")
+    primal, vectors = split_vectors(spec, args)
     fn, call = _inner(chain, root, call)
     outputs = Outputs(fn, spec.has_aux, call)
     var = _Variables(primal, spec.argnums, top) if spec.kind != "jit" else None

@@ -276,12 +276,7 @@ def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, 
         raise products.ArgumentError("sparse results are built on the scalar tier")
     if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
         raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
-    primal = list(args[: len(args) - spec.n_extra])
-    vectors = None
-    if spec.n_extra:
-        vectors = args[-1]
-        if spec.kind in ("jvp", "hvp"):
-            vectors = _per_argnum(spec, vectors, "tangent v")
+    primal, vectors = products.split_vectors(spec, args)
     if len(chain) == 1:
         fn = root
     else:

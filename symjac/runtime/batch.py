@@ -117,6 +117,15 @@ class BatchProgram(Kernel):
             self._threads_asked = True
             _compile.submit(self._load_threads)
 
+    def load_all(self) -> None:
+        """Compile (or load) the kernel now, and wait for its optimised code and,
+        with more than one thread, its parallel loop (``vmap(...).compile``)."""
+        self.load_kernel()
+        if self.kernel is not None and numba.get_num_threads() > 1:
+            self._want_threads()
+            _compile.wait_all()
+        native.settle()
+
     def _load_threads(self) -> None:
         """The threaded sample loop (``<name>_batch``); until it is loaded, and if
         it fails, the serial loop serves every batch."""

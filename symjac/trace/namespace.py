@@ -214,6 +214,12 @@ class Scope:
         """What to call for the traced callable ``fn``: functions, bound methods,
         ``functools.partial`` of them and objects with a ``__call__`` method run on views; anything else as it is."""
         if isinstance(fn, types.FunctionType):
+            if not is_user_code(fn):
+                # a library function passed itself (sj.grad(scipy.special.logsumexp)): what user
+                # code calling it gets (its traceable version), if there is one
+                found = self.substitute(fn)
+                if found is not fn:
+                    return found
             return self.function(fn)
         if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
             return types.MethodType(self.function(fn.__func__), self._self(fn, fn.__self__))
@@ -222,7 +228,7 @@ class Scope:
         call = next((vars(k)["__call__"] for k in type(fn).__mro__ if "__call__" in vars(k)), None)
         if isinstance(call, types.FunctionType) and is_user_code(call):  # a callable object
             return types.MethodType(self.function(call), self._self(fn, fn))
-        return fn
+        return self.substitute(fn)
 
     def _self(self, fn, obj):
         """The ``self`` a traced method runs with: the transform's root's object is

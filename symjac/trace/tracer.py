@@ -8,13 +8,15 @@ so that symbolic results read naturally.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
 
-from .._errors import InputTypeError, TracerConversionError
+from .._errors import InputTypeError, SymjacError, TracerConversionError, UnsupportedOperationError
+from .._location import library_of
 from ..ir import graph as g
 from . import namespace, substitutes
 from .symarray import SymArray, from_object_array, is_traced
@@ -128,10 +130,44 @@ def call_traced(fn: Callable, args: Sequence) -> Traced:
             reason = exc.__cause__ or exc.__context__
             if isinstance(reason, TracerConversionError):
                 raise reason.with_traceback(exc.__traceback__) from None
+            raise_library_failure(exc)
+            raise
+        except Exception as exc:
+            raise_library_failure(exc)
             raise
     if isinstance(result, tuple):
         return Traced(tuple(_as_output(r) for r in result), single=False)
     return Traced((_as_output(result),), single=True)
+
+
+def raise_library_failure(exc: Exception) -> None:
+    """Raise an :class:`UnsupportedOperationError` for ``exc`` if it was raised
+    inside an installed library's code (not symjac's, NumPy's or SymPy's) that
+    was running on traced arrays: a raw error from deep inside SciPy
+    (``scipy.signal.convolve2d``'s ValueError, an AttributeError of its array
+    API layer) says nothing about why; symjac's own errors pass through."""
+    if isinstance(exc, SymjacError):
+        return
+    tb, inner = exc.__traceback__, None
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if library_of(path) is not None and not _is_ours(path):
+            inner = (library_of(path), os.path.basename(path), tb.tb_lineno)
+        tb = tb.tb_next
+    if inner is None:
+        return
+    library, name, line = inner
+    raise UnsupportedOperationError(
+        f"{library}'s code failed on traced arrays ({type(exc).__name__}: {exc}, at {name}:{line}). "
+        f"symjac runs library code with your arrays as plain NumPy code, and {library} did something "
+        "with them that has no traced form. Compute that step outside the function you transform (its "
+        "result is then a constant of the kernel), or write it with NumPy operations in your function."
+    ) from exc
+
+
+def _is_ours(path: str) -> bool:
+    """symjac's, NumPy's or SymPy's code (their failures are reported as they are)."""
+    return any(f"{os.sep}{name}{os.sep}" in path for name in ("symjac", "numpy", "sympy"))
 
 
 def _as_output(value) -> SymArray:
@@ -157,6 +193,9 @@ def call_traced_arrays(fn: Callable, args: Sequence) -> Traced:
         scope.observers.append(tensor.note_name)
         try:
             result = scope.callable(fn)(*args)
+        except Exception as exc:
+            raise_library_failure(exc)
+            raise
         finally:
             scope.observers.remove(tensor.note_name)
 
