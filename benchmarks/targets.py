@@ -22,7 +22,7 @@ import numpy as np
 
 from . import reference, timing
 from .adapters import load
-from .problems import kinetics, lorenz, recurrence, tanh_chain, tridiagonal
+from .problems import kinetics, lorenz, mlp, recurrence, tanh_chain, tridiagonal
 
 ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
@@ -268,8 +268,67 @@ def task_reads(opts) -> dict:
             "tier": on_self.info(x).tier}
 
 
+#: issue 25 §3: a batch whose size x operations is just above symjac's parallel threshold
+SMALL_BATCH = 500
+
+
+def _burn_one_core() -> subprocess.Popen:
+    """A child process that keeps one core busy until it is killed."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def task_small_batches(opts) -> dict:
+    """Issue 25 §3: 500 per-sample Jacobians of a tanh MLP 4→8→4 (batch size ×
+    operations just above the parallel threshold) on 1 thread and on 2, with the
+    machine as it is ("quiet") and with one core kept busy by a CPU-burning child
+    process ("loaded"), side by side.  Each contender has its own vmap (its own
+    record of which loop is faster).  "2 threads, always parallel" is the loop
+    choice before symjac measured it: the parallel loop for every batch this big
+    (a diagnostic: the chooser is patched, in this process only, to pick it)."""
+    import numba
+
+    import symjac as sj
+    from symjac.runtime import loops
+    from symjac.runtime.batch import PARALLEL_WORK
+
+    p = mlp((4, 8, 4), batch=SMALL_BATCH)
+    X = p.batch.args[0]
+    maps = {name: sj.vmap(sj.jacobian(p.make(np))) for name in ("1 thread", "2 threads", "2 threads, always parallel")}
+    for V in maps.values():
+        V.compile(X)
+    sj.wait_for_kernels()
+    errors = {name: _error(p, "batch", V(X)) for name, V in maps.items()}
+    pick = loops.LoopChoice.pick
+
+    def setting(threads: int, always_parallel: bool):
+        def setup():
+            numba.set_num_threads(threads)
+            loops.LoopChoice.pick = (lambda self: True) if always_parallel else pick
+        return setup
+
+    setup = {"1 thread": setting(1, False), "2 threads": setting(2, False),
+             "2 threads, always parallel": setting(2, True)}
+    contenders = {name: (lambda V=V: V(X)) for name, V in maps.items()}
+    rounds = max(opts.rounds, 15)  # calls of tens of µs on a shared machine: noisy repeats
+    quiet = timing.side_by_side(contenders, rounds=rounds, setup=setup)
+    burner = _burn_one_core()
+    try:
+        time.sleep(0.2)
+        loaded = timing.side_by_side(contenders, rounds=rounds, setup=setup)
+    finally:
+        burner.kill()
+        burner.wait()
+        loops.LoopChoice.pick = pick
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    n_ops = maps["1 thread"].info(X).n_ops
+    return {"batch": len(X), "n_ops": n_ops, "parallel_work": PARALLEL_WORK, "quiet": quiet, "loaded": loaded,
+            "errors": errors, "tier": maps["1 thread"].info(X).tier,
+            "numba_threads_max": numba.config.NUMBA_NUM_THREADS}
+
+
 TASKS = {"throughput": task_throughput, "single": task_single, "firstcall": task_firstcall,
-         "steady": task_steady, "build": task_build, "batches": task_batches, "reads": task_reads}
+         "steady": task_steady, "build": task_build, "batches": task_batches, "reads": task_reads,
+         "small_batches": task_small_batches}
 
 
 def main() -> None:
@@ -346,6 +405,11 @@ def run_all(out_dir: Path, quick: bool, log=print) -> dict:
     results["batches"] = child("batches", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "batches")}, rounds=rounds)
     log("target: a model's weights read from self on every call")
     results["reads"] = child("reads", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "reads")}, rounds=rounds)
+    log("target: small batches on 1 and 2 threads, quiet and with one core busy")
+    results["small_batches"] = child("small_batches", out_dir, {"SYMJAC_CACHE_DIR": str(scratch / "small_batches")},
+                                     rounds=rounds)
+    log("target: a small kernel ready while a 19,004-operation program optimises (fresh processes)")
+    results["ready_beside"] = child("ready_beside", out_dir, timeout=1800)
     log("target: kernel ready in fresh processes (tanh(A@x) Jacobian, MLP Jacobian, 20-body gradient)")
     results["ready"] = ready_all(1 if quick else 3)
     results["quick"] = quick
@@ -367,6 +431,106 @@ def ready_all(repeats: int) -> dict:
                 runs.append({"error": str(exc)[-500:]})
         out[name] = runs
     return out
+
+
+# ----- issue 25 §3: a small kernel's readiness while a large program optimises ------------
+
+#: fresh processes per small program ("jacobian", "vmap") and scenario ("alone", "beside")
+BESIDE_REPEATS = 3
+
+
+def _big_recurrence(x):
+    """40 nonlinear steps on 20 variables: its Jacobian is 19,004 operations,
+    whose optimised (-O3) compile takes seconds."""
+    y = x
+    for k in range(40):
+        y = np.tanh(y * (0.3 + 0.01 * k) + np.sin(y[::-1]) * 0.7) + y * 0.5
+    return y
+
+
+def _readiness(T, *args) -> tuple[float, float]:
+    """Seconds of ``T``'s first call, and from its start until its kernel serves
+    (the caller keeps calling meanwhile, as a program would)."""
+    start = time.perf_counter()
+    T(*args)
+    first = time.perf_counter() - start
+    while T.info(*args).tier != "kernel":
+        if T.info(*args).state == "failed":
+            raise RuntimeError(T.info(*args).error)
+        T(*args)
+    return first, time.perf_counter() - start
+
+
+def ready_beside_scenario(scenario: str, small: str) -> dict:
+    """One fresh process: the first call and readiness of a small program
+    (``small``: "jacobian", of 5 inputs; "vmap", per-sample Jacobians of 1,000
+    samples), with nothing else compiling ("alone") or while a 19,004-operation
+    Jacobian's optimised code is compiled in the background ("beside": its
+    quickly compiled code serves meanwhile)."""
+    import symjac as sj
+    from symjac.backend import compiler, native
+
+    # the same warm-up in both scenarios: Numba's first compile, the tape interpreter, a vmap
+    sj.jacobian(lambda x: np.sin(x) * 2.0)(np.ones(3))
+    sj.vmap(sj.jacobian(lambda z: np.cos(z) * 1.5))(np.ones((4, 3)))
+    sj.wait_for_kernels()
+    out: dict = {"scenario": scenario, "small": small}
+    if scenario == "beside":
+        x = np.linspace(0.1, 1.0, 20)
+        big = sj.jacobian(_big_recurrence)
+        _, out["big_quick_ready_s"] = _readiness(big, x)
+        out["big_ops"] = big.info(x).n_ops
+        while compiler.busy():  # its optimisation starts once the compile queue is empty
+            time.sleep(0.01)
+        time.sleep(1.0)  # well inside it (it takes seconds)
+        out["optimising_at_start"] = bool(native._quick)
+        optimise_start = time.perf_counter()
+    if small == "jacobian":
+        T, args = sj.jacobian(lambda x: np.tanh(x * 1.37) * np.exp(-x) + x ** 3), (np.linspace(-1.0, 1.0, 5),)
+    else:
+        T, args = sj.vmap(sj.jacobian(lambda z: np.sin(z * 1.9) * z.sum())), \
+            (np.random.default_rng(0).standard_normal((1000, 4)),)
+    out["first_call_s"], out["ready_s"] = _readiness(T, *args)
+    out["small_ops"] = T.info(*args).n_ops
+    out["optimising_at_end"] = bool(native._quick)  # the small kernel was ready before the big one's optimised code
+    if scenario == "beside":
+        sj.wait_for_kernels()
+        out["big_optimised_s"] = time.perf_counter() - optimise_start
+        out["big_optimised"] = not native._quick
+    return out
+
+
+_BESIDE_CHILD = ("import json, sys; from benchmarks.targets import ready_beside_scenario; "
+                 "print(json.dumps(ready_beside_scenario(*sys.argv[1:])))")
+
+
+def task_ready_beside(opts) -> dict:
+    """Issue 25 §3: a small kernel's readiness (first call's start -> ``info().tier
+    == "kernel"``) while a 19,004-operation program optimises, against the same
+    small kernel alone; each run a fresh process with an empty cache, the two
+    scenarios interleaved.  Per small program ("jacobian", "vmap") and scenario
+    ("alone", "beside"): the runs' results."""
+    root = Path(__file__).resolve().parent.parent
+    runs: dict = {small: {"alone": [], "beside": []} for small in ("jacobian", "vmap")}
+    for _ in range(BESIDE_REPEATS):
+        for small, scenarios in runs.items():
+            for scenario, results in scenarios.items():
+                results.append(_beside_run(root, scenario, small))
+    return runs
+
+
+def _beside_run(root: Path, scenario: str, small: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="symjac-beside-") as cache:
+        env = {**os.environ, "SYMJAC_CACHE_DIR": cache,
+               "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        done = subprocess.run([sys.executable, "-c", _BESIDE_CHILD, scenario, small], env=env, cwd=root,
+                              capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        return {"error": done.stderr[-1000:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+TASKS["ready_beside"] = task_ready_beside
 
 
 if __name__ == "__main__":

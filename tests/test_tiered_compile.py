@@ -2,13 +2,16 @@
 code (issue 10: kernels ready soon after the first call): same bits before
 and after the swap, and only the optimised code reaches the disk cache."""
 
+import sys
 import threading
 
+import llvmlite.binding.ffi as llvm_ffi
 import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import native
+from symjac.backend import compiler as _compile
+from symjac.backend import machine_code, native
 from symjac.runtime import dispatch
 
 
@@ -19,17 +22,17 @@ def _body_symbol(compiled) -> str:
 
 @pytest.fixture
 def held_optimiser(monkeypatch):
-    """Every body is compiled quickly first; the optimised compile waits for the event."""
+    """Every body is compiled quickly first; the optimised compile (in its child
+    process) waits for the event."""
     monkeypatch.setattr(native, "QUICK_LINES", 0)
     release = threading.Event()
-    original = native.compile_object
+    original = _compile.compile_ir_in_subprocess
 
-    def compile_object(symbol, kind, text, quick=False, source=None):
-        if not quick and kind != "vm":
-            assert release.wait(60), "the test never released the optimiser"
-        return original(symbol, kind, text, quick=quick, source=source)
+    def in_child(source):
+        assert release.wait(60), "the test never released the optimiser"
+        return original(source)
 
-    monkeypatch.setattr(native, "compile_object", compile_object)
+    monkeypatch.setattr(_compile, "compile_ir_in_subprocess", in_child)
     yield release
     release.set()
     native.settle()
@@ -206,3 +209,169 @@ def test_clearing_the_caches_while_threads_call_a_vmap():
         for th in threads:
             th.join()
     assert not errors, errors[0]
+
+
+# ----- issue 25 §3: no call waits for another program's optimisation ----------------------------
+
+
+@pytest.fixture
+def long_optimisation(monkeypatch):
+    """Bodies of more than 500 IR lines are compiled quickly first; the
+    optimisation of one then lasts until the test sets ``release``.  Where it
+    runs in this process (the optimiser thread's ``compile_object``) it holds
+    llvmlite's lock throughout, as a real -O3 does; in its child process
+    (``compile_ir_in_subprocess``) it holds the child's.  Yields the events
+    (``entered``: the optimisation is under way, ``release``)."""
+    monkeypatch.setattr(native, "QUICK_LINES", 500)
+    entered, release = threading.Event(), threading.Event()
+    original_object, original_child = native.compile_object, _compile.compile_ir_in_subprocess
+
+    def compile_object(symbol, kind, text, quick=False, source=None):
+        if not quick and threading.current_thread().name == "symjac-optimise":
+            with llvm_ffi.lib._lock:
+                entered.set()
+                release.wait(120)
+        return original_object(symbol, kind, text, quick=quick, source=source)
+
+    def in_child(source):
+        entered.set()
+        release.wait(120)
+        return original_child(source)
+
+    monkeypatch.setattr(native, "compile_object", compile_object)
+    monkeypatch.setattr(_compile, "compile_ir_in_subprocess", in_child)
+    yield entered, release
+    release.set()
+    native.settle()
+
+
+def _big(x):  # (997 IR lines; constants no other test uses: its object code is not cached)
+    y = x
+    for k in range(6):
+        y = np.tanh(y * (0.3071 + 0.0113 * k) + np.sin(y[::-1]) * 0.7177) + y * 0.5
+    return y
+
+
+def _small(x):  # (217 lines)
+    return np.tanh(x * 1.3717) * np.exp(-x) + x ** 3
+
+
+def _per_sample(z):  # (a batch body of 354 lines)
+    return np.sin(z * 1.9173) * z.sum()
+
+
+def test_a_small_program_is_ready_while_a_large_one_optimises(long_optimisation):
+    """A small program's first call (auto mode: compiled before it returns) and a
+    small vmap's waited for another program's optimisation, 66-82 s in issue 25:
+    now both serve from their own kernels while it is under way, and the large
+    program's optimised code still replaces its quick code afterwards."""
+    entered, release = long_optimisation
+    x = np.linspace(0.1, 1.0, 6)
+    X = np.linspace(-1.0, 1.0, 5 * 4).reshape(5, 4)
+    with sj.compiling("never"):  # the tape's bits, which every kernel computes
+        want_big = sj.jacobian(_big)(x)
+        want_small = sj.jacobian(lambda x: _small(x))(x[:4])
+        want_batch = sj.vmap(sj.jacobian(lambda z: _per_sample(z)))(X)
+    big = sj.jacobian(_big)
+    with sj.compiling("never"):
+        big(x)
+    compiled = dispatch.compiled_for(big.request, (x,))
+    assert compiled.load_body()  # its quick code serves (through its C entry); then it is optimised
+    symbol = native._bodies(compiled._dispatchers[0])[0][0]
+    quick_address = native._slots[symbol].value
+    assert symbol in native._quick
+    assert entered.wait(60), "the optimisation never started"
+
+    small, batch = sj.jacobian(_small), sj.vmap(sj.jacobian(_per_sample))
+    seen: dict = {}
+    done = threading.Event()
+
+    def first_calls():  # (in a thread: waiting for the optimisation would hang the test)
+        with sj.compiling("auto"):
+            seen["small"], seen["batch"] = small(x[:4]), batch(X)
+            while small.info(x[:4]).tier != "kernel" or batch.info(X).tier != "kernel":
+                small(x[:4]), batch(X)
+        seen["big optimised"] = native.optimised(symbol)
+        done.set()
+
+    caller = threading.Thread(target=first_calls)
+    caller.start()
+    ready_first = done.wait(30)
+    release.set()
+    caller.join()
+    assert ready_first, "the small programs waited for the large one's optimisation"
+    assert not seen["big optimised"]
+    np.testing.assert_array_equal(seen["small"], want_small)
+    np.testing.assert_array_equal(seen["batch"], want_batch)
+
+    native.settle()
+    assert native.optimised(symbol) and native._slots[symbol].value != quick_address
+    np.testing.assert_array_equal(big(x), want_big)
+    np.testing.assert_array_equal(small(x[:4]), want_small)
+    np.testing.assert_array_equal(batch(X), want_batch)
+
+
+def _ir(transform, *args) -> str:
+    with sj.compiling("never"):
+        return dispatch.compiled_for(transform.request, args).llvm_ir()
+
+
+def test_the_optimiser_child_makes_the_object_code_this_process_makes():
+    """Optimised in the child or here, a body's machine code is the same bytes."""
+    source = _ir(sj.jacobian(lambda x: np.tanh(x * 0.6931) * np.cos(x[::-1])), np.ones(5))
+    code = _compile.compile_ir_in_subprocess(source)
+    assert code == machine_code.compile_ir(source)
+
+
+def test_without_a_child_process_the_optimisation_runs_here(monkeypatch):
+    def no_processes(source):
+        raise PermissionError("no new processes here")
+
+    monkeypatch.setattr(_compile, "compile_ir_in_subprocess", no_processes)
+    source = _ir(sj.grad(lambda x: np.sum(np.sinh(x * 0.4142))), np.ones(4))
+    assert native.optimised_code(source) == machine_code.compile_ir(source)
+
+
+@pytest.mark.parametrize("boot", ["import sys; sys.stdout.buffer.write(bytes(40))",
+                                  "import sys; sys.stderr.write('LLVM ERROR'); raise SystemExit(3)"])
+def test_a_failed_or_garbled_optimiser_child_is_an_error(monkeypatch, boot):
+    """(The optimiser then leaves the quick code serving: the same results.)"""
+    monkeypatch.setattr(_compile, "_OPTIMISER_BOOT", boot)
+    with pytest.raises(sj.CompileError, match="background optimisation"):
+        _compile.compile_ir_in_subprocess("define void @f() {\n  ret void\n}\n")
+
+
+_ORPHANED_OPTIMISER = """
+import os, threading, time
+from symjac.backend import compiler as _compile
+# a long chain of dependent operations: its optimisation takes seconds
+lines = ["define double @f(double %x0) {"]
+lines += [f"  %x{k + 1} = fmul double %x{k}, 1.0000001" for k in range(200_000)]
+source = "\\n".join(lines + ["  ret double %x200000", "}", ""])
+threading.Thread(target=_compile.compile_ir_in_subprocess, args=(source,), daemon=True).start()
+for _ in range(200):
+    if _compile._children:
+        break
+    time.sleep(0.05)
+print(*[c.pid for c in _compile._children], flush=True)
+time.sleep(3)  # the child has read its input and is compiling
+os._exit(0)  # no atexit handlers: only the child's parent-death signal can stop it
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
+def test_the_optimiser_child_does_not_outlive_its_program(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", _ORPHANED_OPTIMISER], env=env, capture_output=True, text=True,
+                         timeout=300)
+    pids = [int(p) for p in run.stdout.split()]
+    assert pids, run.stderr
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+        time.sleep(0.1)
+    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "machine_code" in open(f"/proc/{p}/cmdline").read()]
+    assert not alive, f"optimiser children still running after their parent exited: {alive}"

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import CompileError, warn
-from . import numba_cache
+from . import machine_code, numba_cache
 from .private import private_dir, read_private, write_private
 
 
@@ -410,19 +410,10 @@ def wait_all() -> None:
 _children: set = set()
 
 
-_PR_SET_PDEATHSIG = 1  # prctl option: the signal a child receives when its parent dies
-
-
 def _die_with_parent() -> None:
     """In the child (Linux): receive SIGTERM when the parent process dies, so a
     compile never outlives the program that asked for it."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+    machine_code.die_with_parent()
 
 
 def _stop_children() -> None:
@@ -486,3 +477,42 @@ def compile_in_subprocess(path: Path, name: str, in_ndims, out_ndims, dtype) -> 
         _children.discard(child)
     if child.returncode != 0:
         raise CompileError(f"background compile of {path.name} failed:\n{stderr[-_STDERR_TAIL:]}")
+
+
+#: The optimiser child's first lines: llvmlite from this process's sys.path, and symjac's
+#: ``machine_code.py`` run alone (not the package: importing symjac costs 1-2 s of SymPy and
+#: Numba, the child ~0.1 s), with Python's isolated mode as for the compile child.
+_OPTIMISER_BOOT = (
+    "import importlib.util, json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+    "spec = importlib.util.spec_from_file_location('symjac_machine_code', sys.argv[2]); "
+    "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module); "
+    "raise SystemExit(module.main(sys.argv[3:]))"
+)
+
+
+def compile_ir_in_subprocess(source: str) -> bytes:
+    """Fully optimised object code for the LLVM IR ``source``, compiled by
+    ``machine_code.compile_ir`` in a child process: llvmlite's process-wide lock
+    is the child's, and no compile or load in this process waits for it.
+
+    The child is started without a ``preexec_fn`` (which would run the fork
+    handlers: they wait for any LLVM call or Numba compile in progress) and
+    arranges itself to end with this process.  Raises CompileError if it fails
+    or its output is garbled, OSError if it cannot be started.
+    """
+    cmd = [sys.executable, "-I", "-c", _OPTIMISER_BOOT, _child_path(), machine_code.__file__, str(os.getpid())]
+    child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _children.add(child)
+    try:
+        out, stderr = child.communicate(source.encode(), timeout=CHILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise CompileError(f"the background optimisation of a kernel body took over {CHILD_TIMEOUT} s") from None
+    finally:
+        _children.discard(child)
+    digest, code = out[:machine_code.DIGEST], out[machine_code.DIGEST:]
+    if child.returncode != 0 or not code or machine_code.seal(code) != digest:
+        tail = stderr.decode(errors="replace")[-_STDERR_TAIL:]
+        raise CompileError(f"the background optimisation of a kernel body failed (exit code {child.returncode}):\n{tail}")
+    return code

@@ -18,10 +18,15 @@ and code generation are all it needs.
 Large bodies are compiled twice.  First quickly (LLVM's -O1 pipeline, fast
 instruction selection and register allocation: about a fifth of the compile
 time, calls about twice as slow), so the kernel serves calls at once; then
-with the full pipeline on a background thread, whose code replaces the quick
-one (wrappers call a body through a slot holding its address, swapped in one
-store) and is the only code written to the disk cache.  Both compute the
-same bits: no fast-math, no contraction, at any level.
+with the full pipeline, whose code replaces the quick one (wrappers call a
+body through a slot holding its address, swapped in one store) and is the
+only code written to the disk cache.  Both compute the same bits: no
+fast-math, no contraction, at any level.  The full compile runs in a child
+process (``machine_code``), driven by a background thread: llvmlite holds one
+process-wide lock around every LLVM call, and an optimisation here held it
+for seconds to a minute, during which every other program's compile or load
+(a small kernel compiled before its first call returned, a vmap's) waited.
+This process only loads the object code the child returns (milliseconds).
 
 Object files are trusted like kernel files: owned by the user, not writable
 by others, and their content is bound to their name by a digest stored in
@@ -53,6 +58,7 @@ from numba.extending import intrinsic
 from .. import _fingerprint
 from .._errors import warn
 from . import compiler as _compile
+from . import machine_code
 from .emit import body_ir, vm_ir
 from .program import from_text
 from .vector import batch_body_ir, vectorize
@@ -64,18 +70,12 @@ _addresses: dict[str, int] = {}  # extra entry points of loaded bodies (the tape
 _slots: dict[str, ctypes.c_void_p] = {}  # kernel symbol -> the address its wrappers call (quick, then optimised)
 _quick: set[str] = set()  # symbols running their quick code (until the optimised code is loaded)
 _superseded: list = []  # engines of quick code replaced by optimised code (kept: a call may still run it)
-_optimising: queue.Queue = _compile.drained_at_exit(queue.Queue())  # (symbol, kind, text) whose optimised code is still to be compiled
+_optimising: queue.Queue = _compile.drained_at_exit(queue.Queue())  # (symbol, IR) whose optimised code is still to be compiled
 _optimiser: threading.Thread | None = None
 #: bodies with more IR lines than this are compiled quickly first, then optimised in the background
 #: (an MLP Jacobian of 18,500 operations, 13,000 lines: 0.45 s quick, 2.0-2.4 s optimised; calls 13 vs 6.5 µs)
 QUICK_LINES = 1500
 _DIGEST = 16
-#: bodies of at most this many IR lines get LLVM's SLP vectoriser (Lorenz batches 0.77x -> 0.95x a
-#: hand-written Numba loop); larger ones do not: on a 1,861-line Hessian body (the second derivatives of a
-#: softmax over an outer product) it fails an assertion of llvmlite's LLVM (SLPVectorizer.cpp,
-#: incrementUnscheduledDeps) and aborts the process, and on big bodies it mostly costs compile time
-SLP_MAX_LINES = 600
-_initialized = False
 _wrapper_lock = threading.Lock()  # around compiling Numba wrappers (see compile_kernel)
 _body_work = 0  # bodies being compiled or loaded right now (see busy)
 #: the interpreter's switch interval while a body is compiled or loaded (see :class:`_BodyWork`)
@@ -88,21 +88,6 @@ def fingerprint() -> str:
     a given text (see :mod:`symjac._fingerprint`: the whole package and the
     versions it generates code with)."""
     return _fingerprint.fingerprint()[:16]
-
-
-def _target_machine(opt: int = 3):
-    """The host's target machine; ``opt`` is the code generator's level (0: fast
-    instruction selection and register allocation)."""
-    global _initialized
-    if not _initialized:
-        with _lock:
-            if not _initialized:
-                llvm.initialize_native_target()
-                llvm.initialize_native_asmprinter()
-                _initialized = True
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                                        opt=opt, codemodel="jitdefault", jit=True)
 
 
 def symbol_for(text: str, kind: str) -> str:
@@ -122,21 +107,9 @@ def _source(symbol: str, kind: str, text: str, vectors: bool = True) -> str:
 
 
 def compile_object(symbol: str, kind: str, text: str, quick: bool = False, source: str | None = None) -> bytes:
-    """Machine code (an object file) for the body of program ``text``: fully
-    optimised, or (``quick``) compiled in about a fifth of the time."""
-    source = source or _source(symbol, kind, text)
-    tm = _target_machine(0 if quick else 3)
-    module = llvm.parse_assembly(source, context=llvm.create_context())  # a private context: thread-safe
-    module.triple, module.data_layout = tm.triple, str(tm.target_data)
-    module.verify()
-    options = llvm.create_pipeline_tuning_options(speed_level=1 if quick else 3)
-    # no loop vectorizer: loops here walk rerolled entries with strided stores, which it
-    # turns into scatters (slow on x86: 8x slower Lorenz batches on Zen 4).  SLP: small bodies only
-    options.loop_vectorization = False
-    options.slp_vectorization = not quick and source.count("\n") <= SLP_MAX_LINES
-    builder = llvm.create_pass_builder(tm, options)
-    builder.getModulePassManager().run(module, builder)
-    return tm.emit_object(module)
+    """Machine code (an object file) for the body of program ``text``, compiled
+    in this process: fully optimised, or (``quick``) in about a fifth of the time."""
+    return machine_code.compile_ir(source or _source(symbol, kind, text), quick=quick)
 
 
 def ir_text(text: str, kind: str) -> str:
@@ -180,7 +153,7 @@ def _write_object(path: Path, symbol: str, code: bytes) -> None:
 
 
 def _load(symbol: str, code: bytes) -> None:
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _target_machine())
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine_code.target_machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(code))
     engine.finalize_object()
     address = engine.get_function_address(symbol)
@@ -315,23 +288,23 @@ def ensure(symbol: str, kind: str, text: str) -> bool:
         compiled = code is None
         if compiled:
             with python_work:
-                source = _source(symbol, kind, text)
+                source = full = _source(symbol, kind, text)
                 quick = kind != "vm" and QUICK_LINES is not None and source.count("\n") > QUICK_LINES
                 if quick and kind == "batch":  # the quick code of a vector batch body: its sample loop
                     source = _source(symbol, kind, text, vectors=False)
             code = compile_object(symbol, kind, text, quick=quick, source=source)
             if quick:
                 _quick.add(symbol)
-                _optimise_later(symbol, kind, text)
+                _optimise_later(symbol, full)  # (its IR, written once)
             else:
                 _write_object(path, symbol, code)
         _load(symbol, code)
         return compiled
 
 
-def _optimise_later(symbol: str, kind: str, text: str) -> None:
+def _optimise_later(symbol: str, source: str) -> None:
     global _optimiser
-    _optimising.put((symbol, kind, text))
+    _optimising.put((symbol, source))
     with _lock:
         if _optimiser is None or not _optimiser.is_alive():
             _optimiser = threading.Thread(target=_optimise, name="symjac-optimise", daemon=True)
@@ -340,16 +313,15 @@ def _optimise_later(symbol: str, kind: str, text: str) -> None:
 
 def _optimise() -> None:
     while True:
-        symbol, kind, text = _optimising.get()
+        symbol, source = _optimising.get()
         try:
-            # after the queued kernel compiles: llvmlite runs one LLVM call at a time
-            # (a process-wide lock), so a 5 s optimisation would hold up every wrapper
-            # Numba compiles meanwhile, and quick kernels serving matter more
+            # after the queued kernel compiles: they serve calls, this only speeds them up,
+            # and on a small machine the two would share the cores
             _compile.wait_all()
             if _compile.exiting():
                 continue  # the quick code has served; nothing more to write
-            with _compile.collector_paused(), body_work:
-                code = compile_object(symbol, kind, text)
+            code = optimised_code(source)
+            with body_work:
                 _write_object(_object_path(symbol), symbol, code)
                 _load(symbol, code)
             _quick.discard(symbol)
@@ -359,14 +331,26 @@ def _optimise() -> None:
             _optimising.task_done()
 
 
+def optimised_code(source: str) -> bytes:
+    """The fully optimised object code of a body's IR ``source``, compiled in a
+    child process (see the module's docstring): this process's LLVM lock stays
+    free for the kernels compiled and loaded meanwhile.  Where no process can be
+    started, compiled here (holding that lock throughout)."""
+    try:
+        return _compile.compile_ir_in_subprocess(source)
+    except OSError:
+        with _compile.collector_paused(), body_work:
+            return machine_code.compile_ir(source)
+
+
 def _hold_toolchain() -> None:
     """Before a fork: wait for the Numba compile and the LLVM call in progress
     on another thread (a background compile) to end, and hold their locks
     through the fork.  Both are Python locks: one held at the fork by a thread
     that does not exist in the child is held there forever, and the child hung
-    in its first compile (in llvmlite's lock, inside ``emit_object``).  A fork
-    during a long LLVM call (an optimisation of a large body) waits for it,
-    seconds at most."""
+    in its first compile (in llvmlite's lock, inside ``emit_object``).  (The
+    long LLVM calls, optimisations of large bodies, run in a child process: a
+    fork waits for a quick compile at most.)"""
     global_compiler_lock.acquire()  # (first: a Numba compile takes it, then llvmlite's)
     llvm_ffi.lib._lock.__enter__()
 
@@ -382,7 +366,8 @@ os.register_at_fork(before=_hold_toolchain, after_in_parent=_release_toolchain, 
 def _forget_after_fork() -> None:
     """In a forked child (after the compiler's reset): no optimiser thread, no
     body in work, fresh locks.  Bodies whose optimisation was queued or under
-    way keep their quick code (same results); those still queued are optimised here."""
+    way (in the parent's optimiser child) keep their quick code (same results);
+    those still queued are optimised here."""
     global _lock, _optimising, _optimiser, _wrapper_lock, _body_work, _switch_saved
     pending = []
     while True:
@@ -397,8 +382,8 @@ def _forget_after_fork() -> None:
     if _switch_saved is not None and sys.getswitchinterval() == _switch_saved[1]:
         sys.setswitchinterval(_switch_saved[0])
     _body_work, _switch_saved = 0, None
-    for symbol, kind, text in pending:
-        _optimise_later(symbol, kind, text)
+    for symbol, source in pending:
+        _optimise_later(symbol, source)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

@@ -28,7 +28,7 @@ from ..trace.tensor import TArray, as_node
 from ..trace.tracer import Traced, call_traced_arrays
 from . import products
 from . import tensor_rules as rules
-from .products import Spec, _check_dense, _derivative_dtype, _per_argnum, _scalar_output
+from .products import Spec, _check_dense, _derivative_dtype, _scalar_output
 
 _fresh = itertools.count()
 

@@ -3,7 +3,9 @@
 The per-sample program is a transform's own program, so a per-sample
 Jacobian is ``(B, out, in)`` and never the ``(B, out, B, in)`` a Jacobian of
 the batched function would be.  The loop runs inside the kernel (both cores,
-``prange``), or inside the tape interpreter until the kernel is ready.
+``prange``), or inside the tape interpreter until the kernel is ready.  Which
+loop, serial or parallel, runs a batch big enough for threads is measured as
+calls come (:mod:`.loops`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from ..backend import compiler as _compile
 from ..backend import native
 from . import memory
 from .kernel import Kernel
+from .loops import Loops
 from .program import Compiled, check_integers
 from .stats import STATS
 
-#: batch size x program operations above which the batch loop runs on all threads
+#: batch size x program operations from which the parallel loop may run a batch (below it the
+#: serial loop does; above it the loop measured faster for that size, see loops.py)
 PARALLEL_WORK = 200_000
 #: rows per tape-interpreter step: at most TAPE_CHUNK (bounds the gathered-input workspace),
 #: and about TAPE_WORK rows x operations (~40 ms), after which a kernel compiled meanwhile
@@ -90,6 +94,8 @@ class BatchProgram(Kernel):
                          [len(s) + 1 for s in spec.outputs], error=error)
         self._threaded = None  # the parallel loop: None (not loaded), False (failed) or its dispatcher
         self._threads_asked = False
+        self._loops = Loops()  # serial or parallel kernel loop, by batch size (measured)
+        self._tape_loops = Loops()  # the same for the tape interpreter's batch loops
         # registered once whole: clear_caches() in another thread retires the program's batches,
         # and used to meet one without its lock yet (AttributeError: '_lock')
         compiled.batches.add(self)
@@ -183,48 +189,65 @@ class BatchProgram(Kernel):
         if kernel is None or a.dtype != self._dtype or n > self._unchecked_rows:
             return None
         out = np.empty((n, *self.out_shapes[0]), dtype=self._dtype)
-        if n >= self._parallel_rows:
-            kernel = self._threads_or(kernel)
         STATS.kernel_calls += 1
-        kernel(a, out)
+        if n >= self._parallel_rows:
+            self._run_big(kernel, n, a, out)
+        else:
+            kernel(a, out)
         return out if self._row_shaped else out.reshape(n)
 
     def _parallel(self, size: int) -> bool:
-        """Threads pay off only for enough work: a parallel region costs a few
-        µs (8 Lorenz Jacobians 2.5 µs on two threads, 0.6 µs serially)."""
+        """Threads can pay off only for enough work: a parallel region costs a few
+        µs (8 Lorenz Jacobians 2.5 µs on two threads, 0.6 µs serially).  Above
+        this size the loop that runs is measured (``_run_big``)."""
         return size >= self._parallel_rows  # size x operations >= PARALLEL_WORK
 
-    def _threads_or(self, kernel):
-        """The parallel loop once it is loaded (it reads the thread count itself,
-        40 ns there against 0.7 µs from Python, and on one thread runs the serial
-        loop), else ``kernel``; asks for the loop when there is more than one thread."""
+    def _run_big(self, kernel, n: int, *args) -> None:
+        """A batch of ``n`` samples big enough for threads: through the serial
+        loop ``kernel`` or the parallel one, whichever is measured faster now
+        (a parallel region that waits for a busy core took 25 times the serial
+        loop).  Until the parallel loop is loaded, the serial one; it is asked
+        for when there is more than one thread.  The parallel loop reads the
+        thread count itself (40 ns there against 0.7 µs from Python) and on one
+        thread runs the serial range."""
         threaded = self._threaded
         if threaded:
-            return threaded
+            self._loops.run(n, kernel, threaded, *args)
+            return
         if threaded is None and numba.get_num_threads() > 1:
             self._want_threads()
-        return kernel
+        kernel(*args)
 
     def _run_chunk(self, part: list, outs: list) -> None:
         kernel = self.kernel
+        n = outs[0].shape[0]
         if kernel is not None:
             STATS.kernel_calls += 1
-            if self._parallel(outs[0].shape[0]):
-                kernel = self._threads_or(kernel)
-            kernel(*part, *outs)
+            if self._parallel(n):
+                self._run_big(kernel, n, *part, *outs)
+            else:
+                kernel(*part, *outs)
             return
         self.start_if_allowed()
         STATS.tape_calls += 1
-        n = outs[0].shape[0]
         rows = [p.reshape(n, -1) for p, b in zip(part, self.batched, strict=True) if b]
         batched = np.concatenate(rows, axis=1) if len(rows) > 1 else rows[0] if rows else np.zeros((n, 0), self.compiled.dtype)
         shared_parts = [np.reshape(p, -1) for p, b in zip(part, self.batched, strict=True) if not b]
         shared = np.concatenate(shared_parts) if shared_parts else np.zeros(1, self.compiled.dtype)
         buf = np.zeros((n, self.compiled.out_offsets.total), dtype=self.compiled.dtype)
-        self.tape.run_batch(np.ascontiguousarray(batched), shared, buf,
-                            self._parallel(n) and numba.get_num_threads() > 1)
+        args = (np.ascontiguousarray(batched), shared, buf)
+        if self._parallel(n) and numba.get_num_threads() > 1:
+            self._tape_loops.run(n, self._tape_serial, self._tape_parallel, *args)
+        else:
+            self._tape_serial(*args)
         for o, part_of_buf in zip(outs, self.compiled.out_offsets.split(buf), strict=True):
             o[...] = part_of_buf.reshape(o.shape)
+
+    def _tape_serial(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray) -> None:
+        self.tape.run_batch(batched, shared, out, False)
+
+    def _tape_parallel(self, batched: np.ndarray, shared: np.ndarray, out: np.ndarray) -> None:
+        self.tape.run_batch(batched, shared, out, True)
 
     def info(self):
         info = super().info()

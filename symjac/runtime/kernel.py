@@ -224,7 +224,8 @@ class Kernel:
             return
         mode = _config.compile_mode()
         # a small program compiles at once, unless compiles are running in the background:
-        # LLVM serves one compile at a time, and the tape answers at once
+        # LLVM serves one compile at a time, and the tape answers at once.  (Not counted: a large
+        # body's optimisation, which runs in a child process and holds no lock of this one)
         cheap = self.n_ops <= _compile.SYNC_OPS and not _compile.busy()
         if mode == "sync":
             self.load_kernel()

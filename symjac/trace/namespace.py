@@ -128,13 +128,17 @@ class Scope:
             if any(n is not v for n, v in zip(new, value, strict=True)):
                 out = new
         else:
-            for rule in self.rules:
-                found = rule(value, self)
-                if found is not None:
-                    out = found
-                    break
+            out = self._by_rules(value)
         self.memo[id(value)] = (value, out)
         return out
+
+    def _by_rules(self, value):
+        """The first rule's substitute for ``value``, else ``value`` (not memoised)."""
+        for rule in self.rules:
+            found = rule(value, self)
+            if found is not None:
+                return found
+        return value
 
     def observe(self, name: str, value) -> None:
         for observer in self.observers:
@@ -217,7 +221,7 @@ class Scope:
             if not is_user_code(fn):
                 # a library function passed itself (sj.grad(scipy.special.logsumexp)): what user
                 # code calling it gets (its traceable version), if there is one
-                found = self.substitute(fn)
+                found = self._by_rules(fn)
                 if found is not fn:
                     return found
             return self.function(fn)
