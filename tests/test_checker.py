@@ -12,10 +12,7 @@ from symjac.testing import check_grads, check_jvp, check_vjp
 X = np.array([0.3, -1.1, 0.8])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def f(x):

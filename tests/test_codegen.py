@@ -37,10 +37,7 @@ CASES = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

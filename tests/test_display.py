@@ -8,11 +8,7 @@ import sympy as sp
 import symjac as sj
 from symjac import examples
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def layer(x, w):

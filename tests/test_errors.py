@@ -10,10 +10,7 @@ X = np.array([1.0, 2.0, 3.0, 4.0])
 outer = lambda x: np.outer(x, x)  # noqa: E731  (4,) -> (4, 4)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def test_vjp_with_an_input_shaped_vector_points_to_jvp():

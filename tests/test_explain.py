@@ -9,11 +9,7 @@ import pytest
 import symjac as sj
 from symjac._inspect import explanation
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def outer(x):

@@ -7,11 +7,7 @@ import sympy as sp
 
 import symjac as sj
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 a, b, c, k, m = sp.symbols("a b c k m", real=True)

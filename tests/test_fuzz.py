@@ -50,10 +50,7 @@ autograd = pytest.importorskip("autograd")
 AUTOGRAD = fp.autograd_namespace()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 # ----- examples ---------------------------------------------------------------------------

@@ -7,11 +7,7 @@ import pytest
 
 import symjac as sj
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 @pytest.mark.parametrize("index", [None, Ellipsis, ()], ids=["None", "Ellipsis", "empty-tuple"])

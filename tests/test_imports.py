@@ -74,6 +74,28 @@ def test_imports_come_from_earlier_stages(module):
     assert not later, f"{module} (stage {stage(module)}) imports from later stages: {later}"
 
 
+#: which stages each stage may import (besides itself and the shared modules): the backend
+#: turns programs into code and knows nothing of tracing or differentiation; only the runtime
+#: and what is above it reach the toolchain (compiling, caches, processes)
+ARROWS = {
+    "ir": set(),
+    "trace": {"ir"},
+    "diff": {"ir", "trace"},
+    "backend": {"ir"},
+    "runtime": {"ir", "trace", "diff", "backend"},
+    "show": {"ir", "trace", "diff", "runtime"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if len(m.split(".")) > 2 and m.split(".")[1] in ARROWS))
+def test_stages_import_only_along_the_allowed_arrows(module):
+    own = module.split(".")[1]
+    allowed = ARROWS[own] | {own}
+    wrong = sorted(t for t in GRAPH[module]
+                   if t not in SHARED and (len(t.split(".")) < 2 or t.split(".")[1] not in allowed))
+    assert not wrong, f"{module} ({own}) may import only {sorted(allowed)} and shared modules; it imports {wrong}"
+
+
 def test_no_import_cycles():
     # Tarjan's strongly connected components over the import graph
     index: dict = {}

@@ -6,11 +6,7 @@ import pytest
 
 import symjac as sj
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def test_where_with_an_invalid_untaken_branch():

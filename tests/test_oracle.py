@@ -11,10 +11,7 @@ autograd = pytest.importorskip("autograd")
 anp = pytest.importorskip("autograd.numpy")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def _pair(make):

@@ -10,11 +10,7 @@ from scipy.integrate import solve_ivp
 import symjac as sj
 import symjac.scipy as sjs
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def robertson(t, y, k1, k2, k3):

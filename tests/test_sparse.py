@@ -16,10 +16,7 @@ def tridiagonal(x):
     return left - 2 * x + right + np.sin(x) * x ** 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 @pytest.mark.parametrize("fmt, cls", [("csr", sps.csr_matrix), ("csc", sps.csc_matrix)])

@@ -9,11 +9,7 @@ import sympy as sp
 
 import symjac as sj
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 x0, x1 = sp.symbols("x_0 x_1", real=True)

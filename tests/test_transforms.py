@@ -12,10 +12,7 @@ X = rng.uniform(0.2, 1.5, (2, 3))
 W = rng.uniform(-1, 1, (3, 4))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def layer(x, w):  # (2, 3), (3, 4) -> (2, 4)

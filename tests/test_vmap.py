@@ -21,10 +21,7 @@ def loss(x, w):
     return np.sum(np.tanh(x @ w) ** 2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def test_per_sample_jacobians_are_b_out_in_and_match_a_loop():
