@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 try:
+    import scipy.signal as signal
     import scipy.special as special
 except ImportError:  # SciPy is optional: its rows then have no cases (test_primitives allows that)
-    special = None
+    signal = special = None
 
 
 @dataclass
@@ -192,6 +193,11 @@ CASES: dict[str, list[Case]] = {
                     [((3,),), ((2, 3),)])],
     "nanmean": [Case(lambda a: np.nanmean(np.concatenate([np.where(a > 0, a * a, np.nan), a[..., :1]], axis=-1),
                                           axis=-1, keepdims=True) + np.nanmean(a), ("apart",), [((4,),), ((2, 4),)])],
+    "argmax": [Case(lambda a: a.reshape(-1)[np.argmax(a)] * a + np.argmax(a), ("apart",), [((4,),), ((2, 3),)]),
+               Case(lambda a: np.where(np.arange(3) == np.argmax(a, axis=1)[:, None], a, 0.0)
+                    + np.take_along_axis(a, a.argmax(axis=-1, keepdims=True), axis=-1), ("apart",), [((2, 3),)])],
+    "argmin": [Case(lambda a: a[np.arange(a.shape[0]), np.argmin(a, axis=1)] * a.argmin() + np.take(a, a.argmin()),
+                    ("apart",), [((3, 2),)])],
     "all": [Case(lambda a: np.where(np.all(a > -1.0), a, -a) + np.where((a > 0).all(axis=-1, keepdims=True), 2 * a, a),
                  ("apart",), [((3,),), ((2, 3),)])],
     "any": [Case(lambda a: np.where(np.any(a > 1.0, axis=0), a * a, a) + np.where(a.any(), a, 0.0), ("apart",),
@@ -250,13 +256,29 @@ CASES: dict[str, list[Case]] = {
     "amin": [Case(lambda a: np.min(a, axis=0) * a.min(), ("apart",), [((3,),), ((3, 2),)])],
     "cumsum": [Case(lambda a: np.cumsum(a * a, axis=-1), ("real",), [((4,),), ((2, 3),)])],
     "cumprod": [Case(lambda a: np.cumprod(a), ("real",), [((4,),), ((2, 2),)])],
-    "diff": [Case(lambda a: np.diff(a * a), ("real",), [((4,),), ((2, 3),)]), Case(lambda a: np.diff(a, n=2, axis=0), ("real",), [((4, 2),)])],
+    "diff": [Case(lambda a: np.diff(a * a), ("real",), [((4,),), ((2, 3),)]), Case(lambda a: np.diff(a, n=2, axis=0), ("real",), [((4, 2),)]),
+             Case(lambda a: np.diff(a, prepend=0.5, append=a[..., :1] * a[..., -1:]), ("real",), [((4,),), ((2, 3),)]),
+             Case(lambda a, b: np.diff(a, n=2, axis=0, prepend=b, append=[[1.0, 2.0]]), ("real", "real"), [((3, 2), (1, 2))])],
+    "maximum.accumulate": [Case(lambda a: np.maximum.accumulate(a) * a, ("apart",), [((5,),), ((3, 2),)]),
+                           Case(lambda a: np.maximum.accumulate(a * a, axis=-1), ("apart",), [((2, 4),)])],
+    "minimum.accumulate": [Case(lambda a: np.minimum.accumulate(a, axis=1) + np.minimum.accumulate(a), ("apart",),
+                                [((2, 4),)])],
     "trace": [Case(lambda a: np.trace(a * a), ("real",), [((3, 3),), ((2, 3),)])],
     "norm": [
         Case(lambda a: np.linalg.norm(a), ("real",), [((3,),), ((2, 3),)]),
         Case(lambda a: np.linalg.norm(a, axis=-1), ("real",), [((2, 3),)]),
         Case(lambda a: np.linalg.norm(a, ord=1) + np.linalg.norm(a, np.inf), ("apart",), [((4,),)], hessian=False),
+        Case(lambda a: np.linalg.norm(a, ord=3, axis=0) + np.linalg.norm(a, -np.inf, axis=0, keepdims=True)
+             + np.linalg.norm(a, 0, axis=0), ("apart",), [((3, 2),)]),
+        Case(lambda a: np.linalg.norm(a, ord=1, axis=(1, 2)) * np.linalg.norm(a, -np.inf, axis=(2, 1), keepdims=True)[:, 0, 0]
+             + np.linalg.norm(a[0], "fro") + np.linalg.norm(a, axis=(0, 2)).sum(), ("apart",), [((2, 3, 2),)]),
     ],
+    "vector_norm": [Case(lambda a: np.linalg.vector_norm(a) + np.linalg.vector_norm(a, ord=1.5, axis=-1), ("apart",),
+                         [((3,),), ((2, 3),)]),
+                    Case(lambda a: np.linalg.vector_norm(a, ord=np.inf, axis=(0, 2), keepdims=True) * a
+                         + np.linalg.vector_norm(a, ord=-2, axis=(2, 0))[:, None], ("apart",), [((2, 3, 2),)])],
+    "matrix_norm": [Case(lambda a: np.linalg.matrix_norm(a) + np.linalg.matrix_norm(a, ord=-1, keepdims=True)
+                         * np.linalg.matrix_norm(a, ord=np.inf), ("apart",), [((2, 3),), ((2, 2, 3),)])],
     # products
     "matmul": [
         Case(lambda a, b: a @ b, ("real", "real"), [((2, 3), (3, 2)), ((3,), (3, 2)), ((2, 3), (3,)), ((2, 2, 3), (3, 2))]),
@@ -276,6 +298,14 @@ CASES: dict[str, list[Case]] = {
         Case(lambda a, b: np.einsum("i,j", a, b), ("real", "real"), [((2,), (3,))]),
     ],
     "cross": [Case(lambda a, b: np.cross(a, b), ("real", "real"), [((3,), (3,)), ((2, 3), (3,))])],
+    "multi_dot": [Case(lambda a, b: np.linalg.multi_dot([a, b, a.T, a]), ("real", "real"), [((2, 3), (3, 3))]),
+                  Case(lambda a, b: np.linalg.multi_dot([a[0], b, b.T, a[1]]) + np.linalg.multi_dot([a, b]).sum(),
+                       ("real", "real"), [((2, 3), (3, 4))]),
+                  Case(lambda a: np.linalg.multi_dot([a, np.arange(16.0).reshape(4, 4), a.T]), ("real",), [((2, 4),)])],
+    "correlate": [Case(lambda a, b: np.correlate(a, b) + np.correlate(a, b, "full").sum(), ("real", "real"),
+                       [((5,), (3,)), ((2,), (4,))]),
+                  Case(lambda a, b: np.correlate(a, b, mode="same") * np.correlate(b, a, 1)[0], ("real", "real"),
+                       [((4,), (3,)), ((2,), (5,))])],
     "kron": [Case(lambda a, b: np.kron(a, b), ("real", "real"), [((2,), (3,)), ((2, 2), (2, 3)), ((), (3,)), ((3,), (2, 2))])],
     # SciPy's special functions
     **({} if special is None else {
@@ -289,6 +319,26 @@ CASES: dict[str, list[Case]] = {
         "logit": [_u(lambda a: special.logit(a), "prob")],
         "xlogy": [_b(lambda a, b: special.xlogy(a, b), "real", "pos"), _u(lambda a: special.xlogy(a * np.array([0.0, 1.0, 2.0]), 3.0))],
         "xlog1py": [_b(lambda a, b: special.xlog1py(a, b), "real", "pos")],
+        # SciPy's signal processing
+        "signal.convolve": [
+            Case(lambda a, b: signal.convolve(a, b) + signal.convolve(a, b, "same").sum(), ("real", "real"),
+                 [((4,), (3,)), ((2,), (5,))]),
+            Case(lambda a, b: signal.convolve(a, b, mode="valid", method="direct") * 2.0, ("real", "real"),
+                 [((3, 4), (2, 2)), ((2, 2), (3, 4))]),
+            Case(lambda a: signal.convolve(a, np.array([[0.5, -1.0], [2.0, 0.25]]), "same"), ("real",), [((2, 3),)])],
+        "signal.correlate": [
+            Case(lambda a, b: signal.correlate(a, b) * signal.correlate(a, b, "valid").sum(), ("real", "real"),
+                 [((4,), (2,)), ((2, 3), (2, 2))]),
+            Case(lambda a, b: signal.correlate(a, b, "same"), ("real", "real"), [((3, 2), (2, 3))])],
+        "signal.convolve2d": [
+            Case(lambda a, b: signal.convolve2d(a, b) + signal.convolve2d(a, b, "same", fillvalue=0.5).sum(),
+                 ("real", "real"), [((3, 3), (2, 2)), ((2, 2), (2, 3))]),
+            Case(lambda a, b: signal.convolve2d(a, b, "same", boundary="wrap") * signal.convolve2d(a, b, "valid")[0, 0]
+                 + signal.convolve2d(a, b, "same", boundary="symm"), ("real", "real"), [((3, 4), (2, 3))])],
+        "signal.correlate2d": [
+            Case(lambda a, b: signal.correlate2d(a, b, "same") + signal.correlate2d(a, b, "same", "symm")
+                 * signal.correlate2d(a, b, "full", "wrap")[:3, :4], ("real", "real"), [((3, 4), (2, 2))]),
+            Case(lambda a, b: signal.correlate2d(a, b, mode="valid") * 2.0, ("real", "real"), [((2, 2), (3, 4))])],
     }),
     # small dense linear algebra
     "det": [Case(lambda a: np.linalg.det(a + 3 * np.eye(a.shape[-1])), ("real",),
@@ -335,6 +385,13 @@ CASES: dict[str, list[Case]] = {
     "dstack": [Case(lambda a: np.dstack([a, a * a]), ("real",), [((3,),), ((2, 3),)])],
     "atleast_3d": [Case(lambda a: np.atleast_3d(a) * 2.0, ("real",), [((),), ((3,),), ((2, 3),)])],
     "rot90": [Case(lambda a: np.rot90(a) * a[:1].T + np.rot90(a, 2).sum(), ("real",), [((2, 3),)])],
+    "sliding_window_view": [
+        Case(lambda a: np.lib.stride_tricks.sliding_window_view(a * a, 3) @ np.array([1.0, -2.0, 1.0]), ("real",),
+             [((5,),)]),
+        Case(lambda a: np.lib.stride_tricks.sliding_window_view(a, (2, 2)).sum(axis=(-1, -2))
+             + np.lib.stride_tricks.sliding_window_view(a, 2, axis=0)[:, 1:, 0], ("real",), [((3, 3),)]),
+        Case(lambda a: np.lib.stride_tricks.sliding_window_view(a, (2, 1), axis=(-1, 0)) * 2.0, ("real",), [((3, 4),)]),
+    ],
     "take_along_axis": [Case(lambda a: np.take_along_axis(a, np.array([[2, 0], [1, 1]]), axis=1) * a[:, :1], ("real",),
                              [((2, 3),)])],
     "tril": [Case(lambda a: np.tril(a) + np.tril(a, -1) * 2 + np.tril(a, 1) * 3, ("real",), [((3, 3),), ((2, 3),), ((2, 3, 4),)])],
@@ -382,3 +439,8 @@ ISSUE_13 = ["rint", "round", "trunc", "fix", "fmod", "remainder", "floor_divide"
             "percentile", "fmax", "fmin", "nan_to_num", "piecewise", "signbit", "real",
             "imag", "conj", "append", "insert", "delete", "split", "array_split", "hsplit", "vsplit", "isnan", "isinf", "isfinite", "average", "nansum", "nanmean", "kron", "det", "inv",
             "solve", "tril", "triu", "pad"]
+
+#: rows added for issue 26 (operations of realistic programs); test_tiers compiles them all
+ISSUE_26 = ["maximum.accumulate", "minimum.accumulate", "diff", "norm", "vector_norm", "matrix_norm", "multi_dot",
+            "correlate", "argmax", "argmin", "sliding_window_view", "take", "take_along_axis",
+            *(["signal.convolve", "signal.correlate", "signal.convolve2d", "signal.correlate2d"] if signal else [])]

@@ -165,7 +165,9 @@ REFUSED = [
     (lambda a: np.interp(a, a, [1.0, 2.0]), NotImplementedError, "np.interp's sample points xp"),
     (lambda a: np.interp(a, [0.0, 1.0], a, period=2.0), NotImplementedError, "np.mod(x, period)"),
     (lambda a: np.delete(a, a > 0), NotImplementedError, "np.delete's positions"),
-    (lambda a: np.take_along_axis(a, np.where(a > 1.0, 1, 0), axis=0), NotImplementedError, "np.take_along_axis: expected concrete"),
+    # (positions that are selects among constants, np.where(a > 1.0, 1, 0) or np.argmax's, index by selecting)
+    (lambda a: np.take_along_axis(a, np.where(a > 1.0, 1, 0) + np.where(a > 0.7, 1, 0), axis=0), NotImplementedError,
+     "indexing: expected positions known while tracing"),
     (lambda a: np.convolve(a, [], mode="full"), ValueError, "two non-empty vectors"),
     (lambda a: np.convolve(a, [1.0], mode="middle"), ValueError, "'full', 'same' or 'valid'"),
     (lambda a: np.cumulative_sum(np.outer(a, a)), ValueError, "axis= for a 2-d array"),

@@ -19,6 +19,7 @@ KIND_TITLES = {
     "contraction": "Products and contractions",
     "linear algebra": "Small dense linear algebra",
     "special": "SciPy's special functions (scipy.special, when SciPy is installed)",
+    "signal": "SciPy's convolutions (scipy.signal, when SciPy is installed)",
     "structural": "Structure (indexing, reshaping, joining)",
     "creation": "Creating arrays",
     "query": "Queries",

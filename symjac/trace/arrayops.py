@@ -8,7 +8,6 @@ is delegated to the node builders in ``_graph``.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Callable, Sequence
 
@@ -21,6 +20,7 @@ from .symarray import (
     SymArray,
     as_elems,
     from_object_array,
+    ndindex,
 )
 
 # ----- dtypes ------------------------------------------------------------------------
@@ -115,6 +115,15 @@ def truth(node):
     return g.compare(g.sp.Ne, node, g.ZERO)
 
 
+def as_operand(value):
+    """A traced array (of either tier) as it is; a constant as a NumPy array.  For
+    builders written with NumPy calls, which serve both tiers: NumPy hands each call
+    to the traced operand's tier."""
+    if isinstance(value, (np.ndarray, np.generic, list, tuple, bool, int, float)):
+        return np.asarray(value)
+    return value
+
+
 # ----- reductions --------------------------------------------------------------------
 
 
@@ -168,7 +177,7 @@ def scan(x, axis, step: Callable) -> SymArray:
     e = x.elems.reshape(-1) if axis is None else x.elems
     ax = 0 if axis is None else normalize_axes(axis, e.ndim)[0]
     moved = np.moveaxis(e, ax, -1).copy()
-    for idx in np.ndindex(moved.shape[:-1]):
+    for idx in ndindex(moved.shape[:-1] if moved.shape[-1] > 1 else (0,)):  # (rows of one: nothing to combine)
         row = moved[idx]
         for k in range(1, row.shape[0]):
             row[k] = step(row[k - 1], row[k])
@@ -258,7 +267,7 @@ def matmul(a, b) -> SymArray:
     A = np.broadcast_to(A, batch + A.shape[-2:])
     B = np.broadcast_to(B, batch + B.shape[-2:])
     out = np.empty(batch + (A.shape[-2], B.shape[-1]), dtype=object)
-    for idx in np.ndindex(batch):
+    for idx in ndindex(batch):
         out[idx] = _dot_rows(A[idx], B[idx])
     if va:
         out = out[..., 0, :]
@@ -320,10 +329,10 @@ def einsum(subscripts: str, *operands) -> SymArray:
     summed = [c for c in sizes if c not in output]
     g.count_products(math.prod(sizes.values()))
     out = np.empty(tuple(sizes[c] for c in output), dtype=object)
-    for oidx in np.ndindex(out.shape):
+    for oidx in ndindex(out.shape):
         env = dict(zip(output, oidx, strict=True))
         terms_ = []
-        for sidx in itertools.product(*(range(sizes[c]) for c in summed)):
+        for sidx in ndindex(tuple(sizes[c] for c in summed)):
             env.update(zip(summed, sidx, strict=True))
             factors = [
                 e[tuple(env[c] if e.shape[i] != 1 else 0 for i, c in enumerate(term))]

@@ -19,7 +19,7 @@ from ..ir import graph as g
 from ..ir import numeric_ops as _numeric
 from . import arrayops as ops
 from .arrayops import elementwise, float_dtype, result_dtype
-from .symarray import SymArray, as_elems, from_object_array
+from .symarray import SymArray, as_elems, from_object_array, ndindex
 
 # ----- elementwise ---------------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
     dtypes = [as_elems(v)[1] for v in pairs.reshape(-1) if isinstance(v, SymArray)]
     flat = x.elems.reshape(-1)
     out = np.empty(where.shape, dtype=object)
-    for idx in np.ndindex(where.shape):
+    for idx in ndindex(where.shape):
         k = where[idx]
         out[idx] = flat[k] if k >= 0 else nodes[-1 - k]
     return SymArray(out, np.result_type(x.dtype, *dtypes))
@@ -260,7 +260,7 @@ def _adjugate(m: np.ndarray) -> np.ndarray:
 def _per_matrix(x: SymArray, fn, out_tail: tuple, dtype) -> SymArray:
     batch = x.shape[:-2]
     out = np.empty(batch + out_tail, dtype=object)
-    for idx in np.ndindex(batch):
+    for idx in ndindex(batch):
         out[idx] = fn(x.elems[idx])
     return SymArray(out, dtype)
 

@@ -28,7 +28,7 @@ from .._errors import TracerConversionError
 from .._location import user_location
 from ..ir import graph as g
 from . import tensor
-from .symarray import BY_NAME, SymArray, const_array, is_traced
+from .symarray import BY_NAME, SymArray, const_array, is_traced, ndindex
 
 
 def has_traced(obj) -> bool:
@@ -180,7 +180,7 @@ def _const_nodes(arr: np.ndarray):
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"symjac traces real numbers; np.array met a {arr.dtype} value")
     out = np.empty(arr.shape, dtype=object)
-    for idx in np.ndindex(arr.shape):
+    for idx in ndindex(arr.shape):
         out[idx] = g.const(arr[idx])
     return out if arr.ndim else out[()]
 

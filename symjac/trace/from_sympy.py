@@ -27,7 +27,7 @@ from .._errors import (
 )
 from ..ir import graph as g
 from ..ir import ops as _ops
-from .symarray import SymArray, from_object_array, is_traced
+from .symarray import SymArray, from_object_array, is_traced, ndindex
 
 #: Functions without a kernel operation of their own, written with ones that have.
 _REWRITES = {
@@ -67,7 +67,7 @@ def _as_array(obj, what: str) -> np.ndarray:
         return out[:, 0] if cols == 1 else out
     if isinstance(obj, sp.NDimArray):
         out = np.empty(obj.shape, dtype=object)
-        for idx in np.ndindex(obj.shape):
+        for idx in ndindex(obj.shape):
             out[idx] = obj[idx]
         return out
     if isinstance(obj, (list, tuple)):
@@ -210,7 +210,7 @@ class SympyFunction:
         leaves: dict = {}
         for group, arg_name in zip(groups, self._names, strict=True):
             holders = np.empty(group.shape, dtype=object)
-            for idx in np.ndindex(group.shape):
+            for idx in ndindex(group.shape):
                 leaf = group[idx]
                 if not isinstance(leaf, sp.Basic) or leaf.is_number:
                     raise InputTypeError(

@@ -1,6 +1,7 @@
 """Arrays built from arrays: np.meshgrid, np.broadcast_arrays, np.block,
-np.dstack, np.atleast_3d, np.rot90, np.take_along_axis (concrete indices),
-np.ediff1d, np.cumulative_sum/np.cumulative_prod, np.vander and np.convolve.
+np.dstack, np.atleast_3d, np.rot90, np.take and np.take_along_axis (constant
+indices, or positions from np.argmax/np.argmin), np.diff, np.ediff1d,
+np.cumulative_sum/np.cumulative_prod, np.vander and np.convolve.
 
 Elements are moved with NumPy itself on the object arrays of nodes; the few
 that compute (ediff1d, cumulative sums, vander, convolve) do NumPy's arithmetic
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import ArgumentError, UnsupportedOperationError
-from .._location import user_location
+from .._errors import ArgumentError, ShapeError, UnsupportedOperationError
 from ..ir import graph as g
 from . import arrayops as ops
 from .symarray import SymArray, constant_value, from_object_array
@@ -61,14 +61,71 @@ def block(arrays):
 def take_along_axis(arr, indices, axis=-1):
     if isinstance(indices, SymArray):
         found = constant_value(indices)
-        if found is None:
-            raise UnsupportedOperationError(
-                "np.take_along_axis: expected concrete indices -> got indices that depend on the traced "
-                f"inputs{user_location()} (np.argsort/np.argmax of traced values, say) -> pass them as a "
-                "constant, or compute them outside the traced function."
-            )
+        if found is None:  # positions from np.argmax/np.argmin: indexing selects (``indexing.py``)
+            return _along_by_index(from_object_array(arr), indices, axis)
         indices = found
     return ops.structural(np.take_along_axis)(arr, indices, axis)
+
+
+def _along_by_index(x: SymArray, indices: SymArray, axis) -> SymArray:
+    """np.take_along_axis with traced indices: x[i0, ..., indices, ..., iN] with the other
+    positions from aranges, as NumPy defines it."""
+    if axis is None:
+        x, axis = np.ravel(x), 0
+    if indices.ndim != x.ndim or indices.dtype.kind not in "iu":
+        raise ArgumentError(
+            f"np.take_along_axis: expected integer indices with as many dimensions as the array ({x.ndim}) -> got "
+            f"{indices.dtype} indices of shape {indices.shape} -> use keepdims=True with np.argmax/np.argmin."
+        )
+    axis = ops.normalize_axes(axis, x.ndim)[0]
+    key = tuple(indices if k == axis else np.arange(n).reshape([-1 if q == k else 1 for q in range(x.ndim)])
+                for k, n in enumerate(x.shape))
+    return x[key]
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """np.take: structural with constant indices; traced ones (np.argmax's) index by selecting."""
+    ops._reject_kwargs("take", {"out": out})
+    if isinstance(indices, SymArray) and constant_value(indices) is None:
+        if mode != "raise":
+            raise UnsupportedOperationError(f"np.take(mode={mode!r}) with traced indices: expected mode='raise' "
+                                            f"-> got {mode!r} -> leave the default.")
+        x = from_object_array(a)
+        if axis is None:
+            x, axis = np.ravel(x), 0
+        return x[(slice(None),) * ops.normalize_axes(axis, x.ndim)[0] + (indices,)]
+    return ops.structural(np.take)(a, indices, axis, mode=mode)
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """np.diff: the n-th differences along an axis, after putting ``prepend`` before and
+    ``append`` after (scalars broadcast to one slice); booleans differ by !=, as NumPy's.
+    Written with NumPy calls, so it serves both tiers."""
+    if n == 0:
+        return a
+    if n < 0:
+        raise ArgumentError(f"np.diff: expected a non-negative order n -> got {n} -> pass n >= 0.")
+    x = ops.as_operand(a)
+    if x.ndim == 0:
+        raise ShapeError("np.diff: expected an array with at least one axis -> got a 0-d value -> difference "
+                         "a vector or an array along one of its axes.")
+    ax = ops.normalize_axes(axis, x.ndim)[0]
+    parts = []
+    for extra in (prepend, x, append):
+        if extra is x:
+            parts.append(x)
+        elif extra is not None:
+            e = ops.as_operand(extra)
+            if e.ndim == 0:
+                e = np.broadcast_to(e, tuple(1 if k == ax else m for k, m in enumerate(x.shape)))
+            parts.append(e)
+    if len(parts) > 1:
+        x = np.concatenate(parts, axis=ax)
+    later = (slice(None),) * ax + (slice(1, None),)
+    earlier = (slice(None),) * ax + (slice(None, -1),)
+    for _ in range(n):
+        x = (np.not_equal if x.dtype == np.dtype(bool) else np.subtract)(x[later], x[earlier])
+    return x
 
 
 def ediff1d(ary, to_end=None, to_begin=None):

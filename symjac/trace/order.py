@@ -1,5 +1,6 @@
 """Order statistics of traced values: np.sort, np.median, np.quantile and
-np.percentile (method "linear").
+np.percentile (method "linear"), np.argmax/np.argmin and the running extrema
+np.maximum.accumulate/np.minimum.accumulate.
 
 Sorting traced values cannot move elements by value while tracing, so np.sort
 is a fixed sorting network (Batcher's odd-even merge sort: O(n log^2 n)
@@ -18,8 +19,9 @@ import sympy as sp
 
 from .._errors import ArgumentError, UnsupportedOperationError
 from ..ir import graph as g
+from ..ir import ops as _ops
 from . import arrayops as ops
-from .arrayops import float_dtype
+from .arrayops import elementwise, float_dtype
 from .composites import isnan_node
 from .symarray import SymArray, constant_value, from_object_array
 
@@ -163,3 +165,81 @@ def _quantile_builder(scale: float, name: str):
 
 quantile = _quantile_builder(1.0, "quantile")
 percentile = _quantile_builder(100.0, "percentile")
+
+
+# ----- positions of extrema, running extrema ------------------------------------------------------
+
+
+def _arg_pick(better, nans: bool):
+    """Combine two (index, value) candidates, the first from lower positions: the second
+    wins if its value is ``better`` or, with ``nans``, if it is the first NaN (NumPy's
+    argmax/argmin: the first position of the extremum, or of the first NaN).  Written as
+    selects only: And/Or nodes sort their operands, which walks these deep trees."""
+
+    def pick(p, q):
+        (i, a), (j, b) = p, q
+        wins = [(True, g.compare(better, b, a))]
+        if nans:  # a NaN already chosen stays; else a NaN in b wins
+            wins += [(False, isnan_node(a)), (True, isnan_node(b))]
+        wins.append((False, g.TRUE))
+        return (g.select([(j if second else i, cond) for second, cond in wins]),
+                g.select([(b if second else a, cond) for second, cond in wins]))
+
+    return pick
+
+
+def _arg_extremum(name: str, better):
+    picks = {True: _arg_pick(better, True), False: _arg_pick(better, False)}
+
+    def build(a, axis=None, out=None, *, keepdims=False):
+        ops._reject_kwargs(name, {"out": out})
+        x = from_object_array(a)
+        if x.ndim == 0:  # NumPy: the one entry, position 0 (any axis is that of a 1-d view)
+            ops.normalize_axes(0 if axis is None else axis, 1)
+            return SymArray(np.asarray(g.ZERO, dtype=object), np.intp)
+        if axis is None:  # a position in the flattened array
+            found = build(np.ravel(x), 0)
+            return found.reshape((1,) * x.ndim) if keepdims else found
+        ax = ops.normalize_axes(axis, x.ndim)[0]
+        if x.shape[ax] == 0:
+            raise ArgumentError(f"np.{name}: expected a non-empty axis -> got shape {x.shape} (axis {ax} has "
+                                "no entries) -> there is no position to return; check the array's shape.")
+        if x.dtype.kind == "b":  # (False < True, as NumPy orders booleans)
+            x = elementwise(lambda v: g.select([(g.ONE, ops.truth(v)), (g.ZERO, g.TRUE)]), (x,), np.dtype(np.intp))
+        pick = picks[x.dtype.kind == "f"]  # (integers have no NaN)
+
+        def combine(items):
+            return ops.pairwise(pick, [(g.const(k), v) for k, v in enumerate(items)])[0]
+
+        return ops.reduce(x, ax, keepdims, combine, np.dtype(np.intp))
+
+    build.__name__ = name
+    return build
+
+
+argmax = _arg_extremum("argmax", sp.StrictGreaterThan)
+argmin = _arg_extremum("argmin", sp.StrictLessThan)
+
+
+def _accumulate(name: str, pair):
+    """``np.maximum.accumulate`` / ``np.minimum.accumulate``: the running extremum along
+    an axis (0 by default, as every ufunc's accumulate); each entry's derivative is that
+    of the value it took (NaNs propagate, as NumPy's maximum)."""
+
+    def build(array, axis=0, dtype=None, out=None):
+        ops._reject_kwargs(f"{name}.accumulate", {"out": out})
+        x = from_object_array(array)
+        if not x.ndim:
+            raise ArgumentError(f"np.{name}.accumulate: expected an array with an axis -> got a 0-d value -> "
+                                "accumulate along an axis of a vector or matrix.")
+        if axis is None or isinstance(axis, (tuple, list)):
+            raise ArgumentError(f"np.{name}.accumulate: expected one axis -> got axis={axis!r} -> pass one "
+                                "integer axis (flatten the array first to run over all of it).")
+        y = ops.scan(x, axis, pair)
+        return y if dtype is None else SymArray(y.elems, np.dtype(dtype))
+
+    return build
+
+
+accumulate_max = _accumulate("maximum", lambda a, b: _ops.BY_HEAD[sp.Max].node(a, b))
+accumulate_min = _accumulate("minimum", lambda a, b: _ops.BY_HEAD[sp.Min].node(a, b))

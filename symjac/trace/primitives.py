@@ -28,7 +28,14 @@ from ..ir import graph as g
 from ..ir import ops as _ops
 from . import arrayops as ops
 from . import composites as cmp
-from . import layout, logic, order
+from . import (
+    indexing,  # noqa: F401 (x[np.argmax(x)]: registers how traced positions index)
+    layout,
+    logic,
+    norms,
+    order,
+    signal,
+)
 from . import library as lib
 from .arrayops import (
     elementwise,
@@ -41,6 +48,8 @@ from .symarray import (
     BY_NAME,
     FUNCTIONS,
     LATE_UFUNCS,
+    LIBRARY_FUNCTIONS,
+    UFUNC_METHODS,
     UFUNCS,
     SymArray,
     add_ufunc_methods,
@@ -63,6 +72,36 @@ class SciPyUfunc:
     def resolve(self):
         special = sys.modules.get("scipy.special")
         return getattr(special, self.name, None) if special is not None else None
+
+
+@dataclass(frozen=True)
+class SciPyFunction:
+    """A SciPy Python function symjac traces (``scipy.signal.convolve``), named without
+    importing SciPy: traced code sees the row's build in its place (``substitutes.py``)."""
+
+    module: str
+    name: str
+
+    @property
+    def __name__(self) -> str:
+        return self.name
+
+    def resolve(self):
+        module = sys.modules.get(self.module)
+        return getattr(module, self.name, None) if module is not None else None
+
+
+@dataclass(frozen=True)
+class UfuncMethod:
+    """A method of a NumPy ufunc (``np.maximum.accumulate``): NumPy hands it to
+    ``__array_ufunc__`` with the method's name."""
+
+    ufunc: np.ufunc
+    method: str
+
+    @property
+    def __name__(self) -> str:
+        return f"{self.ufunc.__name__}.{self.method}"
 
 
 @dataclass(frozen=True)
@@ -221,29 +260,6 @@ def _select_build(condlist, choicelist, default=0):
     return elementwise(pick, operands, dtype)
 
 
-def _norm(x, ord=None, axis=None, keepdims=False):
-    x = from_object_array(x)
-    dtype = float_dtype(x.dtype)
-    if axis is None and x.ndim > 2:
-        raise UnsupportedOperationError("np.linalg.norm of an array with ndim > 2 needs axis=")
-    vector = x.ndim == 1 or (axis is not None and not isinstance(axis, (tuple, list)))
-    if ord in (None, 2, "fro") and (vector or ord in (None, "fro")):
-        def combine(items):
-            return g.pow_(g.add(*(g.pow_(v, sp.Integer(2)) for v in items)), g.HALF)
-    elif vector and ord == 1:
-        def combine(items):
-            return g.add(*(g.call(sp.Abs, v) for v in items))
-    elif vector and ord in (np.inf, float("inf")):
-        def combine(items):
-            return ops.pairwise(_max, [g.call(sp.Abs, v) for v in items])
-    else:
-        raise UnsupportedOperationError(
-            f"np.linalg.norm(ord={ord!r}) on a {x.ndim}-d array: symjac traces vector "
-            "norms ord=None/2, 1, inf and the Frobenius norm of a matrix."
-        )
-    return ops.reduce(x, axis, keepdims, combine, dtype)
-
-
 def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     A, B = from_object_array(a), from_object_array(b)
     if A.shape[-1] != 3 or B.shape[-1] != 3 or axis is not None or (axisa, axisb, axisc) != (-1, -1, -1):
@@ -279,17 +295,6 @@ def _diag(v, k=0):
     for i in range(x.shape[0]):
         out[(i, i + k) if k >= 0 else (i - k, i)] = x.elems[i]
     return SymArray(out, x.dtype)
-
-
-def _diff_build(a, n=1, axis=-1, prepend=None, append=None):
-    if prepend is not None or append is not None:
-        raise UnsupportedOperationError("np.diff(prepend=/append=) while tracing")
-    x = from_object_array(a)
-    for _ in range(n):
-        lo = np.take(x.elems, range(0, x.shape[axis] - 1), axis=axis)
-        hi = np.take(x.elems, range(1, x.shape[axis]), axis=axis)
-        x = elementwise(g.sub, (SymArray(hi, x.dtype), SymArray(lo, x.dtype)), x.dtype)
-    return x
 
 
 def _dot_build(a, b, out=None):
@@ -449,6 +454,8 @@ TABLE: list[Primitive] = [
     Primitive("median", (np.median,), "reduction", order.median, "middle value (mean of the two middle values), NaN if any is NaN"),
     Primitive("quantile", (np.quantile,), "reduction", order.quantile, "quantiles with NumPy's default linear method (concrete q)"),
     Primitive("percentile", (np.percentile,), "reduction", order.percentile, "percentiles with NumPy's default linear method (concrete q)"),
+    Primitive("argmax", (np.argmax,), "comparison", order.argmax, "position of the first maximum (of the first NaN), an integer; derivative 0. x[np.argmax(x)] selects, as np.max"),
+    Primitive("argmin", (np.argmin,), "comparison", order.argmin, "position of the first minimum (of the first NaN), an integer; derivative 0"),
     Primitive("all", (np.all,), "comparison", logic.all_, "all nonzero over axes (a condition; derivative 0)"),
     Primitive("any", (np.any,), "comparison", logic.any_, "any nonzero over axes (a condition; derivative 0)"),
     Primitive("nanprod", (np.nanprod,), "reduction", logic.nanprod, "product with NaNs counted as one"),
@@ -459,14 +466,18 @@ TABLE: list[Primitive] = [
     Primitive("ediff1d", (np.ediff1d,), "reduction", layout.ediff1d, "differences of the flattened array (to_begin=, to_end=)"),
     Primitive("convolve", (np.convolve,), "contraction", layout.convolve, "discrete convolution of vectors (full, same, valid)"),
     Primitive("vander", (np.vander,), "elementwise", layout.vander, "Vandermonde matrix: powers by repeated products, as NumPy"),
-    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items)), "product over axes"),
+    Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items) if items else g.ONE), "product over axes"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
     Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum"),
     Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product"),
-    Primitive("diff", (np.diff,), "reduction", _diff_build, "n-th discrete difference along an axis"),
+    Primitive("maximum.accumulate", (UfuncMethod(np.maximum, "accumulate"),), "reduction", order.accumulate_max, "running maximum along an axis (axis=0 by default, NaNs propagate); each entry's derivative is the one of the value it took"),
+    Primitive("minimum.accumulate", (UfuncMethod(np.minimum, "accumulate"),), "reduction", order.accumulate_min, "running minimum along an axis"),
+    Primitive("diff", (np.diff,), "reduction", layout.diff, "n-th discrete difference along an axis (prepend=, append=; booleans by !=)"),
     Primitive("trace", (np.trace,), "reduction", _trace, "sum of a diagonal"),
-    Primitive("norm", (np.linalg.norm,), "reduction", _norm, "np.linalg.norm: vector 2-, 1-, inf-norms; Frobenius"),
+    Primitive("norm", (np.linalg.norm,), "reduction", norms.norm, "np.linalg.norm: vector norms of any order (2, 1, inf, -inf, 0, p) along an axis; matrix norms 'fro', 1, -1, inf, -inf (no SVD: not 2, -2, 'nuc')"),
+    Primitive("vector_norm", (np.linalg.vector_norm,), "reduction", norms.vector_norm, "vector norm of any order over one axis, several or all (axis=, keepdims=)"),
+    Primitive("matrix_norm", (np.linalg.matrix_norm,), "reduction", norms.matrix_norm, "matrix norm over the last two axes: 'fro', 1, -1, inf, -inf (stacks too)"),
     # ----- products --------------------------------------------------------------------------
     Primitive("matmul", (np.matmul,), "contraction", _matmul_build, "a @ b, with stacks of matrices broadcast"),
     Primitive("dot", (np.dot,), "contraction", _dot_build, "np.dot"),
@@ -477,6 +488,8 @@ TABLE: list[Primitive] = [
     Primitive("einsum", (np.einsum,), "contraction", _einsum, "np.einsum (explicit, implicit, '...')"),
     Primitive("cross", (np.cross,), "contraction", _cross, "cross product of 3-vectors"),
     Primitive("kron", (np.kron,), "contraction", cmp.kron, "Kronecker product"),
+    Primitive("multi_dot", (np.linalg.multi_dot,), "contraction", norms.multi_dot, "a chain of products in the cheapest order, as NumPy chooses it"),
+    Primitive("correlate", (np.correlate,), "contraction", signal.correlate, "cross-correlation of vectors (valid, same, full), NumPy's windows"),
     # ----- small dense linear algebra ------------------------------------------------------------
     Primitive("det", (np.linalg.det,), "linear algebra", cmp.det, "determinant, in closed form up to 4×4 (stacks too)"),
     Primitive("inv", (np.linalg.inv,), "linear algebra", cmp.inv, "inverse: adjugate / determinant, up to 4×4 (stacks too)"),
@@ -491,6 +504,11 @@ TABLE: list[Primitive] = [
     _scipy("logit", "logit", "log(a / (1 - a)), SciPy's algorithm"),
     _scipy("xlogy", "xlogy", "a log(b), 0 where a = 0; derivative log(b) in a (JAX's rule)"),
     _scipy("xlog1py", "xlog1py", "a log1p(b), 0 where a = 0"),
+    # ----- SciPy's signal processing (traced code sees these in SciPy's place) ---------------------
+    Primitive("signal.convolve", (SciPyFunction("scipy.signal", "convolve"),), "signal", signal.scipy_convolve, "N-d convolution (full, same, valid; every method computed directly)"),
+    Primitive("signal.correlate", (SciPyFunction("scipy.signal", "correlate"),), "signal", signal.scipy_correlate, "N-d cross-correlation (full, same, valid)"),
+    Primitive("signal.convolve2d", (SciPyFunction("scipy.signal", "convolve2d"),), "signal", signal.convolve2d, "2-d convolution (full, same, valid; boundary fill with fillvalue=, wrap, symm)"),
+    Primitive("signal.correlate2d", (SciPyFunction("scipy.signal", "correlate2d"),), "signal", signal.correlate2d, "2-d cross-correlation (full, same, valid; boundary fill with fillvalue=, wrap, symm)"),
     # ----- structure -------------------------------------------------------------------------
     _func("reshape", [np.reshape], ops.structural(np.reshape), "reshape"),
     _func("transpose", [np.transpose], ops.structural(np.transpose), "transpose / .T (with axes=)"),
@@ -508,7 +526,8 @@ TABLE: list[Primitive] = [
     _func("roll", [np.roll], ops.structural(np.roll), "roll elements along an axis"),
     _func("tile", [np.tile], ops.structural(np.tile), "repeat the whole array"),
     _func("repeat", [np.repeat], ops.structural(np.repeat), "repeat elements"),
-    _func("take", [np.take], ops.structural(np.take), "take with a concrete index array"),
+    _func("take", [np.take], layout.take, "take with a constant index array, or positions from np.argmax/np.argmin"),
+    _func("sliding_window_view", [np.lib.stride_tricks.sliding_window_view], ops.structural(np.lib.stride_tricks.sliding_window_view), "windows along axes (window_shape, axis=), a read-only view as NumPy's"),
     _func("append", [np.append], lib.append, "append values (flattened without axis=)"),
     _func("insert", [np.insert], lib.insert, "insert values at concrete positions"),
     _func("delete", [np.delete], lib.delete, "delete concrete positions"),
@@ -522,7 +541,7 @@ TABLE: list[Primitive] = [
     _func("dstack", [np.dstack], layout.dstack, "stack along the third axis"),
     _func("atleast_3d", [np.atleast_3d], layout.atleast_3d, "views with at least three dimensions"),
     _func("rot90", [np.rot90], layout.rot90, "rotate by 90 degrees in a plane"),
-    _func("take_along_axis", [np.take_along_axis], layout.take_along_axis, "take with concrete indices along an axis"),
+    _func("take_along_axis", [np.take_along_axis], layout.take_along_axis, "take along an axis with constant indices, or positions from np.argmax/np.argmin (keepdims=True)"),
     _func("tril", [np.tril], cmp.tril, "lower triangle (k=), zeros above"),
     _func("triu", [np.triu], cmp.triu, "upper triangle (k=), zeros below"),
     _func("pad", [np.pad], cmp.pad, "pad with modes constant (constant_values=), edge, wrap, reflect, symmetric, empty"),
@@ -552,6 +571,10 @@ def _register() -> None:
         for fn in row.numpy:
             if isinstance(fn, SciPyUfunc):
                 LATE_UFUNCS[fn.name] = row
+            elif isinstance(fn, SciPyFunction):
+                LIBRARY_FUNCTIONS[fn] = row
+            elif isinstance(fn, UfuncMethod):
+                UFUNC_METHODS[fn.ufunc, fn.method] = row
             else:
                 (UFUNCS if isinstance(fn, np.ufunc) else FUNCTIONS)[fn] = row
     add_ufunc_methods([fn.__name__ for r in TABLE for fn in r.numpy if isinstance(fn, np.ufunc) and fn.nin == 1
@@ -577,6 +600,9 @@ def public_name(fn) -> str:
     """How the docs and messages name a traceable callable (``np.sin``, ``np.linalg.det``)."""
     if isinstance(fn, SciPyUfunc):
         return f"scipy.special.{fn.name}"
-    if getattr(np.linalg, fn.__name__, None) is fn and getattr(np, fn.__name__, None) is not fn:
-        return f"np.linalg.{fn.__name__}"
+    if isinstance(fn, SciPyFunction):
+        return f"{fn.module}.{fn.name}"
+    for module, name in ((np.linalg, "np.linalg"), (np.lib.stride_tricks, "np.lib.stride_tricks")):
+        if getattr(module, fn.__name__, None) is fn and getattr(np, fn.__name__, None) is not fn:
+            return f"{name}.{fn.__name__}"
     return f"np.{fn.__name__}"

@@ -5,7 +5,8 @@ The rules ``namespace.Scope`` applies to every value a traced function reads:
 * ``numpy`` (however imported) is a view whose array constructors give traced
   arrays (``creation.py``); ``from numpy import zeros`` gets the same function;
 * ``scipy.special.logsumexp``, ``softmax`` and ``log_softmax`` (Python code that
-  branches on values) are traceable versions (``library.py``);
+  branches on values) are traceable versions (``library.py``), and so are the
+  primitive table's SciPy functions (``scipy.signal.convolve``: ``signal.py``);
 * ``math`` functions take traced values to their NumPy ufunc
   (``math.exp(x[0])`` is ``np.exp(x[0])``) and behave as usual on numbers;
 * the builtins ``max``/``min`` on traced values explain that they compare with
@@ -33,9 +34,9 @@ import numpy as np
 
 from .._errors import RandomDrawWarning, TracerControlFlowError
 from .._location import user_frame, user_location
-from . import creation, library
+from . import creation, library, tensor
 from .namespace import ModuleView, Scope, in_user_module
-from .symarray import BY_NAME, SymArray, is_traced
+from .symarray import BY_NAME, LIBRARY_FUNCTIONS, SymArray, is_traced
 
 # ----- numpy -------------------------------------------------------------------------------
 
@@ -121,18 +122,48 @@ def _math_rule(value, scope: Scope):
 
 def _scipy_rule(value, scope: Scope):
     """scipy.special's logsumexp/softmax/log_softmax (Python code with branches on values)
-    as traceable functions; scipy and scipy.special as views that give them."""
-    special = sys.modules.get("scipy.special")
-    if special is None or not isinstance(value, types.ModuleType) and not callable(value):
+    and the primitive table's SciPy functions (scipy.signal.convolve, ...) as traceable
+    functions; scipy and its modules as views that give them."""
+    if "scipy" not in sys.modules or not isinstance(value, types.ModuleType) and not callable(value):
         return None
+    special = sys.modules.get("scipy.special")
     if value is special:
-        return ModuleView(special, scope, dict(library.SCIPY_FUNCTIONS))
+        return ModuleView(special, scope, {**library.SCIPY_FUNCTIONS, **_library_rows(value.__name__)})
     if value is sys.modules.get("scipy"):
         return ModuleView(value, scope)
+    if isinstance(value, types.ModuleType):
+        overrides = _library_rows(value.__name__)
+        return ModuleView(value, scope, overrides) if overrides else None
     for name, fn in library.SCIPY_FUNCTIONS.items():
-        if getattr(special, name, None) is value:
+        if special is not None and getattr(special, name, None) is value:
             return fn
+    for marker, row in LIBRARY_FUNCTIONS.items():
+        if marker.resolve() is value:
+            return _library_function(marker, row, value)
     return None
+
+
+def _library_rows(module: str) -> dict:
+    """name -> traceable function, for the primitive table's functions of ``module``."""
+    return {marker.name: _library_function(marker, row, marker.resolve())
+            for marker, row in LIBRARY_FUNCTIONS.items() if marker.module == module and marker.resolve() is not None}
+
+
+def _library_function(marker, row, real):
+    """A SciPy function as traced code sees it: the row's build on traced arguments,
+    SciPy itself on constants; refused by the array tier (the scalar tier then builds)."""
+
+    def call(*args, **kwargs):
+        operands = [*args, *kwargs.values()]
+        if tensor.is_active() and any(tensor.is_tarray(a) for a in operands):
+            raise tensor.NotArrayTraceable(f"the array tier does not trace {marker.module}.{marker.name}")
+        if not any(creation.has_traced(a) for a in operands):
+            return real(*args, **kwargs)
+        return row.build(*args, **kwargs)
+
+    call.__name__ = marker.name
+    call.__doc__ = getattr(real, "__doc__", None)
+    return call
 
 
 # ----- builtins ------------------------------------------------------------------------------

@@ -29,6 +29,13 @@ FUNCTIONS: dict = {}
 BY_NAME: dict = {}
 #: SciPy ufunc name -> Primitive, bound to the ufunc when NumPy first hands it over.
 LATE_UFUNCS: dict = {}
+#: (ufunc, method name) -> Primitive: ``np.maximum.accumulate``.
+UFUNC_METHODS: dict = {}
+#: SciPyFunction -> Primitive: SciPy's Python functions traced code sees replaced (substitutes.py).
+LIBRARY_FUNCTIONS: dict = {}
+#: how ``x[key]`` reads positions computed from traced values: ``indexing.getitem``, which
+#: registers itself (it returns None where it cannot)
+TRACED_INDEXING: list = []
 
 
 class SymArray:
@@ -89,7 +96,11 @@ class SymArray:
             )
             if name is not None:
                 kwargs.pop("out", None)
+                kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
                 return BY_NAME[name].build(*inputs, **kwargs)
+        elif (ufunc, method) in UFUNC_METHODS:
+            kwargs.pop("out", None)
+            return UFUNC_METHODS[ufunc, method].build(*inputs, **kwargs)
         label = _ufunc_label(ufunc) + ("" if method == "__call__" else f".{method}")
         raise unsupported(label)
 
@@ -114,7 +125,7 @@ class SymArray:
         # operators and ufunc-named methods, and symjac turns such object
         # arrays back into SymArrays wherever it sees them.
         out = np.empty(self.shape, dtype=object)
-        for idx in np.ndindex(self.shape):
+        for idx in ndindex(self.shape):
             out[idx] = SymArray(self.elems[idx], self.dtype)
         return out
 
@@ -213,10 +224,14 @@ class SymArray:
 
     def __getitem__(self, key):
         key = _static_index(key)
+        if _traced_parts(key):
+            return _traced_getitem(self, key)
         return SymArray(self.elems[key], self.dtype)
 
     def __setitem__(self, key, value):
         key = _static_index(key)
+        if _traced_parts(key):
+            raise _index_error(key, store=True)
         elems, _ = as_elems(value)
         self.elems[key] = elems[()] if elems.ndim == 0 else elems
 
@@ -298,6 +313,12 @@ class SymArray:
     def ptp(self, axis=None, out=None, keepdims=False):
         return BY_NAME["ptp"].build(self, axis, out, keepdims)
 
+    def argmax(self, axis=None, out=None, *, keepdims=False):
+        return BY_NAME["argmax"].build(self, axis, out, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, *, keepdims=False):
+        return BY_NAME["argmin"].build(self, axis, out, keepdims=keepdims)
+
 
 def _reduction_method(name: str) -> Callable:
     def method(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
@@ -377,6 +398,13 @@ def _unary_method(self, name):
 # ----- converting operands ---------------------------------------------------------
 
 
+def ndindex(shape: tuple):
+    """Every index of ``shape``, in C order, as ``np.ndindex``; none at once for a
+    shape with a zero (NumPy's first builds a tuple of each axis' indices: for
+    ``(0, 10**9)`` gigabytes, for no index at all)."""
+    return iter(()) if 0 in shape else np.ndindex(*shape)
+
+
 def is_traced(value) -> bool:
     """True for a SymArray, or an object ndarray holding any (``np.array([...])``)."""
     if isinstance(value, SymArray):
@@ -420,7 +448,7 @@ def _nested_to_object(value) -> np.ndarray:
 def _object_elems(arr: np.ndarray) -> tuple[np.ndarray, np.dtype]:
     out = np.empty(arr.shape, dtype=object)
     dtypes = []
-    for idx in np.ndindex(arr.shape):
+    for idx in ndindex(arr.shape):
         v = arr[idx]
         if isinstance(v, SymArray):
             if v.ndim:
@@ -460,20 +488,47 @@ def from_object_array(value) -> SymArray:
 
 
 def _static_index(key):
+    """``key`` with its constant traced parts (all entries numbers) made NumPy arrays."""
     if isinstance(key, SymArray) or (isinstance(key, tuple) and any(isinstance(k, SymArray) for k in key)):
         parts = key if isinstance(key, tuple) else (key,)
         parts = tuple(_concrete_index(p) for p in parts)
         key = parts if isinstance(key, tuple) else parts[0]
-    parts = key if isinstance(key, tuple) else (key,)
-    for part in parts:
-        if is_traced(part):
-            raise UnsupportedOperationError(
-                "indexing with a traced array (x[idx] where idx depends on the traced "
-                "inputs, or a boolean mask like x[x > 0]) gives shapes that depend on "
-                f"values{user_location()}. Use np.where(mask, x, 0) to keep shapes fixed, "
-                "or pass the index through static_argnums."
-            )
     return key
+
+
+def _traced_parts(key) -> bool:
+    return any(is_traced(part) for part in (key if isinstance(key, tuple) else (key,)))
+
+
+def _traced_getitem(x: SymArray, key) -> SymArray:
+    """``x[key]`` with traced parts in ``key``: positions computed by np.argmax/np.argmin
+    (selects among constants) index by selecting (``indexing.py``); others are refused."""
+    found = TRACED_INDEXING[0](x, key) if TRACED_INDEXING else None
+    if found is None:
+        raise _index_error(key)
+    return found
+
+
+def _index_error(key, store: bool = False) -> UnsupportedOperationError:
+    parts = key if isinstance(key, tuple) else (key,)
+    if store:
+        return UnsupportedOperationError(
+            "assignment: expected positions known while tracing -> got positions that depend on the traced "
+            f"inputs (x[i] = v with i = np.argmax(p), say){user_location()}; the kernel writes fixed positions "
+            "-> select instead: x = np.where(np.arange(x.shape[0]) == i, v, x)."
+        )
+    if any(isinstance(p, SymArray) and p.dtype == np.dtype(bool) for p in parts):
+        return UnsupportedOperationError(
+            "indexing: expected an index whose result shape is known while tracing -> got a traced boolean "
+            f"mask (x[x > 0]), whose number of entries depends on values{user_location()} -> keep the shape "
+            "fixed: np.where(mask, x, 0), or np.sum(np.where(mask, x, 0)) for the sum of the selected entries."
+        )
+    return UnsupportedOperationError(
+        "indexing: expected positions known while tracing (constants, or np.argmax/np.argmin of traced "
+        f"values) -> got an integer index that depends on the traced inputs{user_location()}, known only when "
+        "the kernel runs -> pass it through static_argnums, or select with a one-hot mask: "
+        "np.sum(np.where(np.arange(x.shape[0]) == idx, x, 0)) for x[idx] of a vector."
+    )
 
 
 def _concrete_index(part):
@@ -657,6 +712,8 @@ class ReadArray(SymArray):
 
     def __getitem__(self, key):
         key = _static_index(key)
+        if _traced_parts(key):
+            return _traced_getitem(self, key)
         try:
             wanted = np.arange(self._cells.size).reshape(self._cells.shape)[key]
         except (IndexError, TypeError, ValueError):

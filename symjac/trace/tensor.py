@@ -24,7 +24,11 @@ import numpy as np
 from .._errors import UnsupportedOperationError
 from ..ir import graph as g
 from ..ir import tensor as t
-from . import primitives  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
+from . import (
+    layout,
+    norms,
+    primitives,  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
+)
 from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row, store_error
 
 
@@ -117,6 +121,7 @@ class TArray:
         if method == "reduce":
             name = {"add": "sum", "maximum": "amax", "minimum": "amin"}.get(ufunc.__name__)
             if name is not None:
+                kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
                 return FUNCTIONS_T[name](*inputs, **kwargs)
         if method == "at" and ufunc is np.add:
             return _add_at(*inputs)
@@ -236,6 +241,12 @@ class TArray:
 
     def diagonal(self, offset=0, axis1=0, axis2=1):
         return _diagonal(self, offset, axis1, axis2)
+
+    def argmax(self, axis=None, out=None, *, keepdims=False):
+        return _arg_extremum("max")(self, axis, out, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, *, keepdims=False):
+        return _arg_extremum("min")(self, axis, out, keepdims=keepdims)
 
 
 def _operator(ufunc: np.ufunc, reflected: bool = False) -> Callable:
@@ -772,11 +783,31 @@ def _extremum(kind: str):
     return build
 
 
-def _norm(x, ord=None, axis=None, keepdims=False):
-    x = _as_t(x)
-    if ord not in (None, 2, "fro") or (axis is None and x.ndim > 2) or (ord == 2 and (axis is None and x.ndim == 2)):
-        raise _refuse(f"np.linalg.norm(ord={ord!r})")
-    return np.sqrt(_sum(np.multiply(x, x), axis=axis, keepdims=keepdims))
+def _arg_extremum(kind: str):
+    """np.argmax / np.argmin of floats from existing operations: the first position whose
+    value is the extremum, or the first NaN (NumPy's rule), found as the smallest of the
+    positions where ``x == max(x) or isnan(x)``; an integer without a derivative."""
+
+    def build(a, axis=None, out=None, *, keepdims=False):
+        if out is not None:
+            raise _refuse(f"np.arg{kind}(..., out=...)")
+        x = _as_t(a)
+        if x.dtype.kind != "f":
+            raise _refuse(f"np.arg{kind} of a {x.dtype} array")
+        if axis is None or x.ndim == 0:
+            _axes(axis, max(x.ndim, 1))
+            found = build(_reshape(x, (-1,)), 0)
+            return _reshape(found, (1,) * x.ndim) if keepdims else found
+        (ax,) = _axes(axis, x.ndim)
+        if x.shape[ax] == 0:
+            raise ValueError(f"attempt to get arg{kind} of an empty sequence")
+        best = _extremum(kind)(x, ax, keepdims=True)
+        positions = np.arange(x.shape[ax], dtype=x.dtype).reshape([-1 if k == ax else 1 for k in range(x.ndim)])
+        candidates = np.where(np.logical_or(np.equal(x, best), np.isnan(x)), positions, np.inf)
+        first = _extremum("min")(candidates, ax, keepdims=keepdims)
+        return TArray(t.cast(first.node, np.intp))
+
+    return build
 
 
 # ----- products -------------------------------------------------------------------------------
@@ -919,11 +950,21 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     return TArray(_product(nodes, subs, result, dtype))
 
 
-def _multi_dot(arrays, *, out=None):
-    result = arrays[0]
-    for a in arrays[1:]:
-        result = _dot(result, a)
-    return result
+def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """np.lib.stride_tricks.sliding_window_view: one gather of constant positions per
+    windowed axis, its window axis moved to the end (a read-only view, as NumPy's)."""
+    x = _as_t(x)
+    # NumPy's checks and result shape, on a stand-in of x's shape that holds no memory
+    shape = np.lib.stride_tricks.sliding_window_view(np.broadcast_to(np.int8(0), x.shape), window_shape, axis).shape
+    windows = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
+    axes = range(x.ndim) if axis is None else [a % x.ndim for a in (axis if np.iterable(axis) else (axis,))]
+    n = x.node
+    for ax, w in zip(axes, windows, strict=True):
+        positions = np.arange(n.shape[ax] - w + 1)[:, None] + np.arange(w)[None, :]
+        n = t.gather(n, [t.const(positions.astype(np.int64))], ax)
+        n = t.transpose(n, [k for k in range(n.ndim) if k != ax + 1] + [ax + 1])
+    assert n.shape == shape, (n.shape, shape)
+    return TArray(n, is_view=True)
 
 
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
@@ -1064,9 +1105,11 @@ FUNCTIONS_T: dict[str, Callable] = {
 _BY_FUNC: dict = {
     np.sum: _sum, np.mean: _mean, np.var: _var, np.std: _std,
     np.max: _extremum("max"), np.amax: _extremum("max"), np.min: _extremum("min"), np.amin: _extremum("min"),
-    np.linalg.norm: _norm,
+    np.argmax: _arg_extremum("max"), np.argmin: _arg_extremum("min"),
+    np.linalg.norm: norms.norm, np.linalg.vector_norm: norms.vector_norm, np.linalg.matrix_norm: norms.matrix_norm,
     np.matmul: _matmul, np.dot: _dot, np.tensordot: _tensordot, np.outer: _outer, np.inner: _inner,
-    np.vdot: _vdot, np.einsum: _einsum, np.linalg.multi_dot: _multi_dot, np.trace: _trace,
+    np.vdot: _vdot, np.einsum: _einsum, np.linalg.multi_dot: norms.multi_dot, np.trace: _trace,
+    np.diff: layout.diff, np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
     np.diagonal: _diagonal,
     np.reshape: lambda a, shape=None, order="C", **kw: _reshape(a, shape if shape is not None else kw["newshape"], order),
     np.ravel: lambda a, order="C": _reshape(a, (-1,), order),

@@ -19,7 +19,7 @@ from .._errors import InputTypeError, SymjacError, TracerConversionError, Unsupp
 from .._location import library_of
 from ..ir import graph as g
 from . import namespace, substitutes
-from .symarray import SymArray, from_object_array, is_traced
+from .symarray import SymArray, from_object_array, is_traced, ndindex
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def input_symbols(name: str, shape: tuple[int, ...]) -> np.ndarray:
     if shape == ():
         out[()] = sp.Symbol(name, real=True)
         return out
-    for idx in np.ndindex(shape):
+    for idx in ndindex(shape):
         out[idx] = sp.Symbol(f"{name}_{'_'.join(map(str, idx))}", real=True)
     return out
 
@@ -92,7 +92,7 @@ def fresh_variables(like: SymArray) -> SymArray:
     inside another trace (named so no user parameter can take the name)."""
     n = next(_fresh_counter)
     out = np.empty(like.shape, dtype=object)
-    for k, idx in enumerate(np.ndindex(like.shape)):
+    for k, idx in enumerate(ndindex(like.shape)):
         out[idx] = sp.Symbol(f"ζ{n}_{k}", real=True)
     return SymArray(out, like.dtype)
 
