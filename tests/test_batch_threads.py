@@ -146,7 +146,7 @@ def test_a_big_batch_on_two_threads_runs_the_serial_loop_when_the_parallel_one_i
     assert len(serial_calls) + len(parallel_calls) == 50
     assert len(parallel_calls) <= 2  # the first call, and at most one probe
     assert serial_calls[-40:] == [len(X)] * 40
-    assert program._loops.by_size[len(X).bit_length()].best is False
+    assert program._loops.by_size[len(X).bit_length(), 2].best is False
     assert all(r.tobytes() == want.tobytes() for r in results)
     got = program.run([X], len(X), None)[0]  # the general path (_run_chunk) asks the same chooser
     assert len(serial_calls) == 49 and got.tobytes() == want.tobytes()
@@ -194,3 +194,19 @@ def test_the_small_batch_benchmark_row_compares_two_threads_with_one_under_load(
     assert "machine as it is: 0.83×" in met[2]
     assert missed[2].startswith("1.50×") and missed[3] == report._verdict(False)
     assert "failed: boom" in report.small_batch_rows({"error": "boom"})[0][2]
+
+
+def test_a_choice_made_on_one_thread_does_not_hold_on_two(monkeypatch):
+    """The benchmark times one thread, then two: a choice kept across the switch
+    left two threads on the serial loop (both cores 1.05x one thread)."""
+    threads = [1]
+    monkeypatch.setattr(loops.numba, "get_num_threads", lambda: threads[0])
+    ran = []
+    choices = loops.Loops()
+    for _ in range(20):
+        choices.run(1000, lambda: ran.append("serial"), lambda: ran.append("parallel"))
+    assert ran == ["serial"] * 20 and not choices.by_size, "one thread: the serial loop, untimed"
+    threads[0] = 2
+    ran.clear()
+    choices.run(1000, lambda: ran.append("serial"), lambda: ran.append("parallel"))
+    assert ran == ["parallel"], "two threads: measured afresh, the parallel loop first"

@@ -169,7 +169,7 @@ def test_concretizing_a_traced_value():
         buffer[0] = x[0]  # made outside the traced function: cannot hold a traced value
         return buffer
 
-    with pytest.raises(sj.TracerConversionError, match=r"test_errors.py:\d+: `buffer\[0\] = x\[0\].*made inside"):
+    with pytest.raises(sj.TracerConversionError, match=r"writes into buffer \(at test_errors.py:\d+: `buffer\[0\] = x\[0\].*Make the array inside"):
         sj.jit(fill)(X)
     def repeat(x, n):
         for _ in range(n):  # n is a runtime input unless static
@@ -246,3 +246,54 @@ def test_einsum_subscripts_that_do_not_fit_the_operands(subscripts, shapes, says
 def test_tensordot_with_unpaired_axes():
     with pytest.raises(sj.ShapeError, match=r"got 2 axes \[0, 1\] and 1 axes \[0\]"):
         sj.jit(lambda a, b: np.tensordot(a, b, axes=([0, 1], [0])))(np.ones((2, 3)), np.ones((2, 4)))
+
+
+def test_item_of_a_one_entry_traced_array_says_how_to_index_it():
+    def f(x):
+        return (x.reshape(1, 1) @ x.reshape(1, 1)).item() * x
+
+    with pytest.raises(sj.TracerConversionError, match=r"x\[0, 0\] is its one entry") as err:
+        sj.jacobian(f)(np.ones(1))
+    assert isinstance(err.value, TypeError)
+
+
+def test_a_write_into_a_preallocated_attribute_names_it_and_says_what_to_write():
+    """The right-hand side kept as self.rhs and filled in place, as ODE codes do:
+    the error used to speak of float() and not name the array."""
+
+    class Model:
+        def __init__(self):
+            self.rhs, self.k = np.zeros(2), 2.0
+
+        def f(self, y):
+            self.rhs[0] = -self.k * y[0]
+            self.rhs[1] = y[0] - y[1]
+            return self.rhs
+
+    with pytest.raises(sj.TracerConversionError) as err:
+        sj.jacobian(Model().f)(np.ones(2))
+    message = str(err.value)
+    assert message.startswith("the function writes into self.rhs (at test_errors.py:")
+    assert "rhs = np.zeros(2)" in message
+
+
+def test_and_or_operands_are_ordered_without_walking_shared_graphs(monkeypatch):
+    """sp.ordered over the operands of And/Or compared whole expressions, walking
+    deeply shared select trees as trees: a 16-entry np.sort took 32 s."""
+    import sympy as sp
+
+    from symjac.ir import graph as g
+
+    walked = []
+    original = sp.ordered
+
+    def ordered(seq, *args, **kwargs):
+        seq = list(seq)
+        walked.extend(a for a in seq if not a.is_Atom)
+        return original(seq, *args, **kwargs)
+
+    monkeypatch.setattr(g.sp, "ordered", ordered)
+    x = np.random.default_rng(1).normal(size=12)
+    J = sj.jacobian(np.sort)(x)
+    np.testing.assert_array_equal(J @ x, np.sort(x))
+    assert not walked

@@ -90,14 +90,22 @@ class Loops:
     """A batch program's loop choices, one per class of batch sizes."""
 
     def __init__(self) -> None:
-        self.by_size: dict[int, LoopChoice] = {}
+        self.by_size: dict[tuple[int, int], LoopChoice] = {}
 
     def run(self, n: int, serial: Callable, parallel: Callable, *args) -> None:
         """``serial(*args)`` or ``parallel(*args)`` over a batch of ``n``
-        samples: the loop measured faster for batches of about that size."""
-        choice = self.by_size.get(n.bit_length())
+        samples: the loop measured faster for batches of about that size, on
+        this many threads (a choice made on one thread, where the parallel loop
+        runs the serial range, said nothing about two: a program timed on one
+        thread and then run on both kept the serial loop, 1.05x)."""
+        threads = numba.get_num_threads()
+        if threads == 1:
+            serial(*args)
+            return
+        key = (n.bit_length(), threads)
+        choice = self.by_size.get(key)
         if choice is None:
-            choice = self.by_size.setdefault(n.bit_length(), LoopChoice())
+            choice = self.by_size.setdefault(key, LoopChoice())
         use = choice.pick()
         start = perf_counter()
         (parallel if use else serial)(*args)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from .symarray import ReadArray
 from .usercode import in_user_module, is_user_code
 
 MODES = ("inputs", "watch", "plain")
@@ -193,6 +194,8 @@ class Reads:
             name = self._name(path.stem())
             index = self.first_index + len(self.captures)
             placeholder = self.make(name, value.shape, value.dtype, index)
+            if isinstance(placeholder, ReadArray):
+                placeholder.read_from = path.text  # (what a write into it names)
             self.captures.append((path, value.shape, value.dtype, name, placeholder))
             return placeholder
         if value.dtype.kind in "biuf":
@@ -511,8 +514,8 @@ def traced(trace: Callable[[Reads], object], new: Callable[[str], Reads], consta
         try:
             with reading(reads):
                 return trace(reads), reads
-        except Exception:
+        except Exception as exc:
             last = n == len(modes) - 1
-            if last or not (reads.captures or reads.views):
+            if last or not (reads.captures or reads.views) or getattr(exc, "symjac_final", False):
                 raise
 

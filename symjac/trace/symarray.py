@@ -206,7 +206,12 @@ class SymArray:
         value = constant_value(self)
         if value is not None:
             return value.item(*args)
-        raise conversion_error(".item()")
+        fix = None
+        if self.size == 1 and not args:
+            index = "[()]" if self.ndim == 0 else "[" + ", ".join("0" * self.ndim) + "]"
+            fix = (f"Index the array instead: x{index} is its one entry as a traced value, which "
+                   "traces (and so does x.reshape(()) or x.sum()).")
+        raise conversion_error(".item()", fix)
 
     def fill(self, value):
         self[...] = value
@@ -673,12 +678,13 @@ class ReadArray(SymArray):
     array makes one row's, not the whole array's (which would cost seconds and
     send a small function to the array tier)."""
 
-    __slots__ = ("_cells", "_name", "_full")
+    __slots__ = ("_cells", "_name", "_full", "read_from")
 
     def __init__(self, name: str, shape: tuple, dtype) -> None:
         self._cells = np.full(shape, None, dtype=object)
         self._name = name
         self._full = False
+        self.read_from = name  #: how the function reads it (``self.rhs``), set by ``reads.py``
         self.dtype = np.dtype(dtype)
 
     shape = property(lambda self: self._cells.shape)
@@ -728,7 +734,18 @@ class ReadArray(SymArray):
             yield self[i]
 
     def __setitem__(self, key, value):
-        raise store_error(self.dtype)
+        where = self.read_from
+        local = where.rsplit(".", 1)[-1].split("[")[0]
+        error = TracerConversionError(
+            f"the function writes into {where}{user_location()}, an array it reads from outside (an "
+            "attribute, a global, a closure or a default): symjac reads such arrays as inputs of the "
+            "program, so a write would never reach yours. Make the array inside the function "
+            f"({local} = np.zeros({self.shape if self.ndim != 1 else self.shape[0]}) or np.zeros_like(...)), fill it and "
+            f"return it, or build the result with np.stack / np.concatenate; a buffer kept on the "
+            "object to save allocations is not needed: the compiled kernel writes a fresh result."
+        )
+        error.symjac_final = True  # (no other way of reading the array makes the write possible)
+        raise error
 
 
 def store_error(dtype) -> TracerConversionError:
