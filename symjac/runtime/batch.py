@@ -125,9 +125,11 @@ class BatchProgram(Kernel):
 
     def load_all(self) -> None:
         """Compile (or load) the kernel now, and wait for its optimised code and,
-        with more than one thread, its parallel loop (``vmap(...).compile``)."""
+        where the process may run more than one thread, its parallel loop
+        (``vmap(...).compile``; compiled under ``set_num_threads(1)`` and then
+        run on two, a batch ran serially until the loop was built, seconds later)."""
         self.load_kernel()
-        if self.kernel is not None and numba.get_num_threads() > 1:
+        if self.kernel is not None and numba.config.NUMBA_NUM_THREADS > 1:
             self._want_threads()
             _compile.wait_all()
         native.settle()
