@@ -198,23 +198,31 @@ def _like(structure: tuple, value, path: str, out: list) -> None:
     elif kind == "none":
         if value is not None:
             raise _unlike(structure, value, path)
-    elif kind == "dict":
+    else:
+        for s, v, p in _children(structure, value, path):
+            _like(s, v, p, out)
+
+
+def _children(structure: tuple, value, path: str, named_as_tuples: bool = False) -> list:
+    """``(structure, value, path)`` of each entry of the container ``value``, which
+    must have ``structure``'s kind, keys and length (a tuple and a list count as
+    alike; a named tuple as a tuple only with ``named_as_tuples``)."""
+    kind = structure[0]
+    if kind == "dict":
         if not isinstance(value, dict) or sorted(value) != list(structure[1]):
             raise _unlike(structure, value, path)
-        for k, s in zip(structure[1], structure[2], strict=True):
-            _like(s, value[k], f"{path}[{k!r}]", out)
-    elif kind in ("namedtuple", "dataclass"):
+        return [(s, value[k], f"{path}[{k!r}]") for k, s in zip(structure[1], structure[2], strict=True)]
+    if kind in ("namedtuple", "dataclass"):
         names = structure[1]._fields if kind == "namedtuple" else structure[2]
         parts = structure[2] if kind == "namedtuple" else structure[3]
         if type(value) is not structure[1]:
             raise _unlike(structure, value, path)
-        for n, s in zip(names, parts, strict=True):
-            _like(s, getattr(value, n), f"{path}.{n}", out)
-    else:  # tuple, list
-        if not isinstance(value, (tuple, list)) or _is_namedtuple(value) or len(value) != len(structure[1]):
-            raise _unlike(structure, value, path)
-        for k, (s, v) in enumerate(zip(structure[1], value, strict=True)):
-            _like(s, v, f"{path}[{k}]", out)
+        return [(s, getattr(value, n), f"{path}.{n}") for n, s in zip(names, parts, strict=True)]
+    # tuple, list
+    if (not isinstance(value, (tuple, list)) or (_is_namedtuple(value) and not named_as_tuples)
+            or len(value) != len(structure[1])):
+        raise _unlike(structure, value, path)
+    return [(s, v, f"{path}[{k}]") for k, (s, v) in enumerate(zip(structure[1], value, strict=True))]
 
 
 def _unlike(structure: tuple, value, path: str) -> Exception:
@@ -254,20 +262,5 @@ def _broadcast(prefix, structure: tuple, path: str, is_leaf, out: list) -> None:
         raise ArgumentError(f"{path} must be one entry for the array there; got {_seen(prefix)}.")
     if kind == "none":
         return
-    if kind == "dict":
-        if not isinstance(prefix, dict) or sorted(prefix) != list(structure[1]):
-            raise _unlike(structure, prefix, path)
-        for k, s in zip(structure[1], structure[2], strict=True):
-            _broadcast(prefix[k], s, f"{path}[{k!r}]", is_leaf, out)
-    elif kind in ("namedtuple", "dataclass"):
-        names = structure[1]._fields if kind == "namedtuple" else structure[2]
-        parts = structure[2] if kind == "namedtuple" else structure[3]
-        if type(prefix) is not structure[1]:
-            raise _unlike(structure, prefix, path)
-        for n, s in zip(names, parts, strict=True):
-            _broadcast(getattr(prefix, n), s, f"{path}.{n}", is_leaf, out)
-    else:
-        if not isinstance(prefix, (tuple, list)) or len(prefix) != len(structure[1]):
-            raise _unlike(structure, prefix, path)
-        for k, (s, v) in enumerate(zip(structure[1], prefix, strict=True)):
-            _broadcast(v, s, f"{path}[{k}]", is_leaf, out)
+    for s, v, p in _children(structure, prefix, path, named_as_tuples=True):
+        _broadcast(v, s, p, is_leaf, out)
