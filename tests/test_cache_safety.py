@@ -265,16 +265,13 @@ def test_threads_making_transforms_of_a_new_function_at_once_share_its_programs(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
 def test_a_compile_child_does_not_outlive_its_program(cache):
-    import time
+    from orphans import survivors
 
     env = dict(os.environ, SYMJAC_CACHE_DIR=str(cache))
     run = subprocess.run([sys.executable, "-c", _ORPHAN], env=env, capture_output=True, text=True, timeout=300)
     pids = [int(p) for p in run.stdout.split()]
     assert pids, run.stderr
-    deadline = time.time() + 10
-    while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
-        time.sleep(0.1)
-    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "symjac.backend.worker" in open(f"/proc/{p}/cmdline").read()]
+    alive = survivors(pids, "symjac.backend.worker")
     assert not alive, f"compile children still running after their parent exited: {alive}"
 
 

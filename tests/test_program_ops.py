@@ -26,10 +26,7 @@ swv = np.lib.stride_tricks.sliding_window_view
 RNG = np.random.default_rng(26)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _tape_only():
-    with sj.compiling("never"):
-        yield
+pytestmark = pytest.mark.usefixtures("tape_only")  # (conftest.py: compile mode "never")
 
 
 def _same(got, want):

@@ -365,15 +365,13 @@ os._exit(0)  # no atexit handlers: only the child's parent-death signal can stop
 def test_the_optimiser_child_does_not_outlive_its_program(tmp_path):
     import os
     import subprocess
-    import time
+
+    from orphans import survivors
 
     env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-c", _ORPHANED_OPTIMISER], env=env, capture_output=True, text=True,
                          timeout=300)
     pids = [int(p) for p in run.stdout.split()]
     assert pids, run.stderr
-    deadline = time.time() + 10
-    while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
-        time.sleep(0.1)
-    alive = [p for p in pids if os.path.exists(f"/proc/{p}") and "machine_code" in open(f"/proc/{p}/cmdline").read()]
+    alive = survivors(pids, "machine_code")
     assert not alive, f"optimiser children still running after their parent exited: {alive}"
