@@ -260,6 +260,7 @@ def test_per_sample_jacobians_of_an_array_program():
     f = lambda x: W2 @ np.tanh(W1 @ x)  # noqa: E731
     X = RNG.normal(size=(7, 6))
     with sj.using_tier("array"):
+        assert sj.vmap(sj.jacobian(f)).compile(X).tier == "array"  # nothing to wait for: ready at once
         got = sj.vmap(sj.jacobian(f))(X)
         lap = sj.vmap(sj.laplacian(lambda x: np.sum(f(x) ** 2)))(X)
         chunked = sj.vmap(sj.jacobian(f), chunk_size=3)(X)
