@@ -376,3 +376,51 @@ def test_reused_arrays_never_leak_between_calls_or_threads():
         np.testing.assert_array_equal(g_, e)
     h, e7 = 1e-6, np.eye(300)[7]
     np.testing.assert_allclose(expected[3][:, 7], (f(X[3] + h * e7) - f(X[3] - h * e7)) / (2 * h), rtol=1e-6, atol=1e-9)
+
+
+def test_large_placements_scatters_and_joins_are_written_into_reused_arrays():
+    """Large results of structure (a gradient's placed slices, scatter-adds,
+    concatenations, updated slices) are written into arrays reused from call to
+    call: whatever the last call left there is overwritten (the entries outside a
+    placed slice are zeros again), and a result handed out is never written."""
+    N = 10_000
+    idx = np.arange(N)[::-1] % 4000  # repeated indices: a scatter-add of the gradient
+
+    def f(x):
+        z = x.reshape(100, 100)[10:90, 5:95]  # placed back along two axes
+        return (np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2) + np.sum(np.sin(x[::3]))
+                + np.sum(z ** 3) + np.sum(np.cos(x[idx])))
+
+    def grad(x):
+        g = np.zeros(N)
+        r = x[1:] - x[:-1] ** 2
+        g[:-1] += -400 * x[:-1] * r - 2 * (1 - x[:-1])
+        g[1:] += 200 * r
+        g[::3] += np.cos(x[::3])
+        g.reshape(100, 100)[10:90, 5:95] += 3 * x.reshape(100, 100)[10:90, 5:95] ** 2
+        np.add.at(g, idx, -np.sin(x[idx]))
+        return g
+
+    def g2(x):
+        y = np.concatenate([np.sin(x), x ** 2])
+        y[100:200] = x[:100] * 3.0
+        return y
+
+    xs = [RNG.uniform(-1.5, 1.5, N) for _ in range(3)]
+    v = RNG.normal(size=N)
+    with sj.using_tier("array"):
+        G, J = sj.grad(f), sj.jvp(g2)
+        assert G.info(xs[0]).tier == "array" and J.info(xs[0], v).tier == "array"
+        first, first_t = G(xs[0]), J(xs[0], v)
+        kept, kept_t = first.copy(), first_t.copy()
+        later = [G(x) for x in xs[1:]] + [G(xs[0])]
+        later_t = [J(x, v) for x in xs[1:]] + [J(xs[0], v)]
+    np.testing.assert_array_equal(first, kept)
+    np.testing.assert_array_equal(first_t, kept_t)
+    np.testing.assert_array_equal(later[-1], first)
+    np.testing.assert_array_equal(later_t[-1], first_t)
+    for x, got, got_t in zip(xs[1:], later, later_t, strict=False):
+        np.testing.assert_allclose(got, grad(x), rtol=1e-12, atol=1e-12)
+        want_t = np.concatenate([np.cos(x) * v, 2 * x * v])
+        want_t[100:200] = 3.0 * v[:100]
+        np.testing.assert_allclose(got_t, want_t, rtol=1e-14, atol=0)
