@@ -10,7 +10,7 @@ from . import _config
 from .backend import compiler as _compile
 from .backend import native
 from .diff import accumulate
-from .runtime import dask, guards, stats, store
+from .runtime import dask, fused, guards, stats, store
 from .runtime.stats import CacheInfo
 from .trace import arrayops
 
@@ -32,6 +32,7 @@ def clear_caches() -> None:
     That is: every program of every transform (their tapes, and the kernels
     loaded from their modules), the batch programs of every ``vmap`` (dropped
     on its next call), the chunk programs of Dask workers in this process,
+    the array tier's fused element functions,
     the derivative templates of SymPy functions, the dtype and ufunc tables
     of the tracer, the guards' reading of functions' code, and the digest of
     symjac's own source that keys the disk cache.  Files on disk stay: the
@@ -46,6 +47,7 @@ def clear_caches() -> None:
     store.clear()
     stats.reset()
     dask.clear()
+    fused.clear()
     accumulate.clear_templates()
     arrayops.clear_caches()
     guards.clear_caches()

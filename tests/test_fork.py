@@ -93,3 +93,31 @@ def test_a_fork_pool_started_during_a_background_compile(tmp_path):
     env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr
+
+
+_FUSED = """
+import faulthandler, os
+import numpy as np, symjac as sj
+from symjac.runtime import fused
+
+sj.set_compile_mode("background")
+sj.set_tier("array")
+G = sj.grad(lambda x: np.sum(x**2 * 3 + x))
+x = np.linspace(-1, 1, 10_000)
+G(x)  # starts the fused loop's compile in the background
+[loop] = [v for v in fused._loops.values() if v is not None]
+pid = os.fork()
+if pid == 0:
+    faulthandler.dump_traceback_later(120, exit=True)
+    with sj.compiling("sync"):  # a compile reset at the fork ("tape-only" again) starts here anew
+        ok = np.allclose(G(x), 6 * x + 1) and loop.batch.kernel is not None
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_fused_loop_compiling_at_a_fork_is_compiled_again_in_the_child(tmp_path):
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", _FUSED], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.split() == ["0"], run.stdout + run.stderr

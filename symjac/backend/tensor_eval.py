@@ -504,8 +504,11 @@ class Plan:
     #: constant results larger than this many entries are computed on every run instead
     FOLD_LIMIT = 1 << 22
 
-    def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype):
+    def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None):
         self.dtype = np.dtype(dtype)
+        #: ``fuse(body, operand shapes, shape, dtype)``: a map's compiled loop (``runtime/fused.py``,
+        #: ``.run(operands, out, shape, numpy_pass) -> value``), or None where NumPy's passes serve
+        self.fuse = fuse
         order = t.topo_order(outputs)
         slot = {n: k for k, n in enumerate(order)}
         self.n_slots = len(order)
@@ -544,7 +547,7 @@ class Plan:
                     value = np.full((), n.param[0], dtype=self.dtype if n.dtype.kind == "f" else n.dtype)
                     known[n] = np.broadcast_to(value, n.shape)
                 elif all(a in known for a in n.args) and n.size <= self.FOLD_LIMIT:
-                    fn, _ = self._function(n)
+                    fn, _ = self._function(n, fold=True)
                     value = fn(*(known[a] for a in n.args))
                     if isinstance(value, np.ndarray):
                         value.flags.writeable = False
@@ -570,12 +573,13 @@ class Plan:
         self.n_steps = len(self.steps)
         self._pools = threading.local()
 
-    def _function(self, n: t.Node):
+    def _function(self, n: t.Node, fold: bool = False):
         """``(fn, pooled)``: the step's function, and the shape of the array it writes its
-        result into (called as ``fn(*operands, out=array, pool=pool)``), or None."""
+        result into (called as ``fn(*operands, out=array, pool=pool)``), or None.
+        ``fold``: computed once, here (no compiled loop for it)."""
         op, p = n.op, n.param
         if op == "map":
-            return self._map(n)
+            return self._map(n, fold)
         if op == "einsum":
             fn = einsum_function(p, [a.shape for a in n.args], self.dtype)
             if isinstance(fn, _Core) and math.prod(fn.shape) >= POOL_MIN:
@@ -604,7 +608,7 @@ class Plan:
             return _reduce(*p), None
         raise AssertionError(f"no evaluation for {op}")
 
-    def _map(self, n: t.Node):
+    def _map(self, n: t.Node, fold: bool):
         dtype = self.dtype
         # operands not already in the compute dtype: integer and boolean inputs and constants
         convert = [k for k, a in enumerate(n.args) if a.dtype.kind != "f" and a.op in ("input", "const", "fill")]
@@ -612,12 +616,17 @@ class Plan:
         shape = n.shape
         pooled = shape if math.prod(shape) >= POOL_MIN else None
         spread = shape != t.broadcast_shape(*(a.shape for a in n.args))
+        fused = None
+        if self.fuse is not None and not fold and not spread:
+            fused = self.fuse(n.param, [a.shape for a in n.args], shape, dtype)
 
         def run(*xs, out=None, pool=None):
             if convert:
                 xs = list(xs)
                 for k in convert:
                     xs[k] = xs[k].astype(dtype)
+            if fused is not None:  # one pass of the compiled loop, once it is ready and faster
+                return fused.run(xs, out, shape, lambda: fn(*xs, out=out, pool=pool))
             value = fn(*xs, out=out, pool=pool)
             return np.broadcast_to(value, shape) if spread and out is None else value
         return run, pooled

@@ -181,6 +181,21 @@ class BatchProgram(Kernel):
             start = stop
         return outs
 
+    def run_ready(self, part: list, outs: list) -> bool:
+        """``part`` (the inputs as the kernel takes them: batched ones C-contiguous,
+        shared ones as values) run into ``outs`` on the kernel, if it is ready
+        (True); else nothing runs (False).  The array tier's fused element
+        functions (``fused.py``) call this; their NumPy passes serve meanwhile."""
+        kernel = self.kernel
+        if kernel is None:
+            return False
+        n = outs[0].shape[0]
+        if self._parallel(n):
+            self._run_big(kernel, n, *part, *outs)
+        else:
+            kernel(*part, *outs)
+        return True
+
     def run_one(self, a: np.ndarray) -> np.ndarray | None:
         """The whole batch ``a`` (C-contiguous, its shape and dtype seen before)
         through the kernel in one call, or None when the general path must

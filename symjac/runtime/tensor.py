@@ -26,7 +26,7 @@ from ..trace import reads as _reads
 from ..trace import tensor as tt
 from ..trace.tracer import ArgSpec
 from . import batch as _batch
-from . import layout
+from . import fused, layout
 from .kernel import KernelInfo
 from .leaves import call_arguments
 from .request import Request
@@ -108,7 +108,7 @@ class TensorProgram(_NothingToCompile):
         self.out_shapes = [o.shape for o in self.outputs]
         self.out_dtypes = [o.dtype for o in self.outputs]
         self.dtype = np.result_type(dtype, *(o.dtype for o in self.outputs if o.dtype.kind == "f"))
-        self.plan = tensor_eval.Plan(self.outputs, len(self.leaves), self.dtype)
+        self.plan = tensor_eval.Plan(self.outputs, len(self.leaves), self.dtype, fused.fuse)
         self.n_ops = self.plan.n_steps
         self.why = why
         self.last_used = 0
@@ -182,7 +182,7 @@ class TensorProgram(_NothingToCompile):
                     if flag and n is not None:
                         mapping[n] = t.input_(k, n.param.name, (size,) + n.shape, n.dtype)
                 outputs = tb.batch(self.outputs, mapping, (size,))
-            plan = tensor_eval.Plan(outputs, len(self.leaves), self.dtype)
+            plan = tensor_eval.Plan(outputs, len(self.leaves), self.dtype, fused.fuse)
             if len(self._batch_plans) >= 8:
                 self._batch_plans.pop(next(iter(self._batch_plans)))
             self._batch_plans[key] = plan

@@ -1,0 +1,152 @@
+"""The array tier's fused element functions (``runtime/fused.py``): a map of
+two or more operations over a large array runs as one compiled loop once its
+kernel is ready (NumPy's passes before, and whenever they measure faster),
+with the same values; operands whole, as one value, or broadcast inside a
+trailing block (a bias over every row, GMM's points against its means)."""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac.runtime import fused
+
+RNG = np.random.default_rng(17)
+
+
+@pytest.fixture
+def fresh():
+    fused.clear()
+    yield
+    fused.clear()
+
+
+def _loops():
+    return [loop for loop in fused._loops.values() if loop is not None]
+
+
+@pytest.fixture
+def ran(monkeypatch):
+    """The fused loops whose kernel ran."""
+    seen: set = set()
+    kernel = fused.FusedMap._kernel
+
+    def spy(self, *args):
+        seen.add(id(self))
+        return kernel(self, *args)
+
+    monkeypatch.setattr(fused.FusedMap, "_kernel", spy)
+    return lambda loop: id(loop) in seen
+
+
+def test_rosenbrock_gradient_runs_its_element_functions_fused(fresh, ran):
+    N = 5000
+    f = lambda x: np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)  # noqa: E731
+
+    def grad(x):
+        g = np.zeros(N)
+        r = x[1:] - x[:-1] ** 2
+        g[:-1] += -400 * x[:-1] * r - 2 * (1 - x[:-1])
+        g[1:] += 200 * r
+        return g
+
+    G = sj.grad(f)
+    xs = [RNG.uniform(-2, 2, N) for _ in range(8)]
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [G(x) for x in xs]
+    loops = _loops()
+    assert loops and all(loop.batch.state == "ready" for loop in loops)
+    assert all(ran(loop) for loop in loops)
+    for x, g in zip(xs, got, strict=True):
+        np.testing.assert_allclose(g, grad(x), rtol=1e-13, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_blocks_broadcast_inside_a_sample_give_numpys_values(fresh, ran, dtype):
+    """``tanh(h + b)``-like maps with a bias per column, and ``(x - m)**2``
+    with points against means (a (1000, 1, 10) and a (1, 25, 10) operand):
+    the block of trailing entries is unrolled, the samples looped."""
+    H = RNG.normal(size=(300, 40)).astype(dtype)
+    X = RNG.normal(size=(100, 10)).astype(dtype)
+
+    def f(b, m):
+        u = np.sin(H + b) * (H - 2 * b)  # (300, 40) with b of (40,)
+        d = (X[:, None, :] - m[None]) ** 2 * 0.5 + m[None]  # (100, 25, 10)
+        return np.sum(u) + np.sum(np.exp(-d))
+
+    b = RNG.normal(size=40).astype(dtype)
+    m = RNG.normal(size=(25, 10)).astype(dtype)
+    G = sj.grad(f, argnums=(0, 1))
+    with np.errstate(all="ignore"):
+        c = X[:, None, :] - m[None]
+        E = np.exp(-(c**2 * 0.5 + m[None]))
+        want = (np.sum(np.cos(H + b) * (H - 2 * b) - 2 * np.sin(H + b), axis=0), np.sum(-E * (1 - c), axis=0))
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [G(b, m) for _ in range(8)]
+    loops = _loops()
+    blocks = {loop.out_shape[1] for loop in loops}
+    assert 40 in blocks and 250 in blocks, blocks  # the bias block, and the means block
+    assert all(ran(loop) for loop in loops)
+    rtol = 1e-12 if dtype == np.float64 else 2e-5
+    for g in got:
+        for g_, w in zip(g, want, strict=True):
+            assert g_.dtype == dtype
+            np.testing.assert_allclose(g_, w, rtol=rtol, atol=rtol * np.abs(w).max())
+
+
+def _timed(monkeypatch, kernel_cost: int) -> list:
+    """A clock that only the kernel's runs advance (by ``kernel_cost``); the
+    kernel's runs are counted in the list returned."""
+    now, calls = [0], []
+    kernel = fused.FusedMap._kernel
+
+    def spy(self, *args):
+        calls.append(1)
+        now[0] += kernel_cost
+        return kernel(self, *args)
+
+    monkeypatch.setattr(fused, "_clock", lambda: now[0])
+    monkeypatch.setattr(fused.FusedMap, "_kernel", spy)
+    return calls
+
+
+def test_numpy_serves_until_the_kernel_is_ready_and_when_it_measures_faster(fresh, monkeypatch):
+    f = lambda x: np.sum(np.sin(x) * x + x**2)  # noqa: E731
+    x = RNG.normal(size=10_000)
+    G = sj.grad(f)
+    calls = _timed(monkeypatch, kernel_cost=10)
+    with sj.using_tier("array"), sj.compiling("never"):
+        before = G(x)
+    [loop] = _loops()
+    assert loop.batch.kernel is None and not loop.started and calls == []  # "never": no compile started
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]  # the first starts (here: ends) the compile
+    assert loop.batch.kernel is not None
+    assert loop.trials[x.size.bit_length()] is False  # the kernel measured slower: NumPy's passes serve
+    assert len(calls) == fused.FusedMap.TRIALS
+    for g in got + [before]:
+        np.testing.assert_allclose(g, np.cos(x) * x + np.sin(x) + 2 * x, rtol=1e-14, atol=1e-14)
+
+
+def test_the_kernel_serves_when_it_measures_faster(fresh, monkeypatch):
+    x = RNG.normal(size=10_000)
+    G = sj.grad(lambda x: np.sum(x**2 * 3 + x))
+    calls = _timed(monkeypatch, kernel_cost=0)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]
+    [loop] = _loops()
+    assert loop.trials[x.size.bit_length()] is True
+    assert len(calls) == 4 * fused.FusedMap.TRIALS - 1 - fused.FusedMap.TRIALS  # all but the first and NumPy's trials
+    for g in got:
+        np.testing.assert_allclose(g, 6 * x + 1, rtol=1e-15)
+
+
+def test_small_maps_single_operations_and_clear_caches(fresh):
+    with sj.using_tier("array"), sj.compiling("sync"):
+        sj.grad(lambda x: np.sum(x**2 * 3 + x))(RNG.normal(size=100))  # too few entries
+        sj.grad(lambda x: np.sum(np.sin(x)))(RNG.normal(size=10_000))  # one operation an entry
+    assert _loops() == []
+    with sj.using_tier("array"), sj.compiling("sync"):
+        sj.grad(lambda x: np.sum(x**2 * 3 + x))(RNG.normal(size=10_000))
+    assert len(_loops()) == 1
+    sj.clear_caches()
+    assert fused._loops == {}
