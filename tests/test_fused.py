@@ -150,3 +150,17 @@ def test_small_maps_single_operations_and_clear_caches(fresh):
     assert len(_loops()) == 1
     sj.clear_caches()
     assert fused._loops == {}
+
+
+def test_one_loop_serves_arrays_of_every_size(fresh, ran):
+    """The same element function over arrays of other sizes (an RNN's (128, 128)
+    and (128, 32) weights) is one loop; its samples are each call's."""
+    W, U = RNG.normal(size=(128, 128)), RNG.normal(size=(128, 32))
+    f = lambda W, U: np.sum(np.sin(W) * W + W**2) + np.sum(np.sin(U) * U + U**2)  # noqa: E731
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [sj.grad(f, argnums=(0, 1))(W, U) for _ in range(8)]
+    [loop] = _loops()
+    assert ran(loop)
+    for gW, gU in got:
+        np.testing.assert_allclose(gW, np.cos(W) * W + np.sin(W) + 2 * W, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(gU, np.cos(U) * U + np.sin(U) + 2 * U, rtol=1e-14, atol=1e-14)

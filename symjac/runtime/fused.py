@@ -70,9 +70,10 @@ class FusedMap:
 
     def __init__(self, batch: BatchProgram, layouts: list, out_shape: tuple):
         self.batch = batch
-        #: per operand: (True, (samples, entries)) or (False, (entries,)): how the kernel takes it
+        #: per operand: (True, (-1, entries)) or (False, (entries,)): how the kernel takes it (its
+        #: samples, -1: as many as the call's array has)
         self.layouts = layouts
-        self.out_shape = out_shape  #: (samples, entries of the trailing block)
+        self.out_shape = out_shape  #: (-1, entries of the trailing block)
         self.started = False
         #: size class -> True (the kernel), False (NumPy) or the times measured so far
         self.trials: dict = {}
@@ -205,9 +206,10 @@ def fuse(body: t.Body, shapes: list[tuple], shape: tuple, dtype) -> FusedMap | N
     batch = _program(body, dtype, flags, trails, trail)
     loop = None
     if batch is not None:
-        layouts = [(flag, (samples, int(np.prod(ext))) if flag else (int(np.prod(ext)),))
+        # (the number of samples is the call's: one loop serves every array with this block)
+        layouts = [(flag, (-1, int(np.prod(ext))) if flag else (int(np.prod(ext)),))
                    for flag, ext in zip(flags, trails, strict=True)]
-        loop = FusedMap(batch, layouts, (samples, int(np.prod(trail))))
+        loop = FusedMap(batch, layouts, (-1, int(np.prod(trail))))
     with _lock:
         loop = _loops.setdefault(key, loop)
         while len(_loops) > LIMIT:
