@@ -378,8 +378,11 @@ class Batched:
         """Compile (or load) the batch kernel now and wait for it: its optimised
         code, and its parallel loop when there is more than one thread (the
         calls that follow are then what a timing loop should measure)."""
-        program = self._sample_program(args)
-        program.load_all()
+        bound, axes, request, args, _ = self._routed(args, {})
+        size = self._split(args, axes, request)
+        sample = [_take(a, ax, 0, np.take) for a, ax in zip(args, axes, strict=True)]
+        program = self._program(sample, axes, request)
+        program.load_all(size)
         return program.info()
 
     def source(self, *args, llvm: bool = False) -> str:

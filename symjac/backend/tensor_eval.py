@@ -509,6 +509,8 @@ class Plan:
         #: ``fuse(body, operand shapes, shape, dtype)``: a map's compiled loop (``runtime/fused.py``,
         #: ``.run(operands, out, shape, numpy_pass) -> value``), or None where NumPy's passes serve
         self.fuse = fuse
+        self.fused: list = []  #: the compiled loops of the plan's maps
+        self.runs = 0  #: how often the plan ran (its loops start compiling after a few runs)
         order = t.topo_order(outputs)
         slot = {n: k for k, n in enumerate(order)}
         self.n_slots = len(order)
@@ -619,6 +621,8 @@ class Plan:
         fused = None
         if self.fuse is not None and not fold and not spread:
             fused = self.fuse(n.param, [a.shape for a in n.args], shape, dtype)
+            if fused is not None:
+                self.fused.append(fused)
 
         def run(*xs, out=None, pool=None):
             if convert:
@@ -632,6 +636,11 @@ class Plan:
         return run, pooled
 
     def run(self, leaves: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self.fused:
+            self.runs += 1
+            for loop in self.fused:
+                if loop.state == "new":
+                    loop.start(False, self.runs)
         pool = getattr(self._pools, "pool", None)
         if pool is None:
             pool = self._pools.pool = Pool()

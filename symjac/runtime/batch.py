@@ -123,7 +123,7 @@ class BatchProgram(Kernel):
             self._threads_asked = True
             _compile.submit(self._load_threads)
 
-    def load_all(self) -> None:
+    def load_all(self, size: int | None = None) -> None:
         """Compile (or load) the kernel now, and wait for its optimised code and,
         where the process may run more than one thread, its parallel loop
         (``vmap(...).compile``; compiled under ``set_num_threads(1)`` and then

@@ -30,6 +30,7 @@ from .. import _config
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
 from ..backend import tape as _tape
+from ..ir import graph as g
 from ..ir import tensor as t
 from .batch import BatchProgram
 from .program import Compiled
@@ -41,6 +42,9 @@ LIMIT = 512
 MIN_ENTRIES = 2048
 #: ... and this many samples (leading entries) for the loop to run over
 MIN_SAMPLES = 16
+#: a map's kernel is built and compiled (in the background) when a program using it runs the
+#: START_AFTER-th time
+START_AFTER = 2
 #: the largest block of trailing entries unrolled in a sample (where operands broadcast
 #: differently), and the most operations of the per-sample program
 MAX_BLOCK = 512
@@ -57,24 +61,33 @@ class FusedMap:
     operands broadcast differently, unrolled: ``tanh(h + b)`` with ``h`` of
     ``(4096, 64)`` and ``b`` of ``(64,)``).
 
-    :meth:`run` serves with NumPy's passes until the kernel is ready (starting
-    its compile), then measures both on the first calls of each size and keeps
-    the faster: NumPy's SIMD ``tanh`` beat the records' own ``tanh(a + b)``
-    (590 against 1,295 µs over 4096 x 64 entries) where arithmetic alone ran
-    4-7x faster fused (``1 - h**2``: 173 against 42 µs)."""
+    :meth:`run` serves with NumPy's passes until the kernel is ready, then
+    measures both on the first calls of each size and keeps the faster: NumPy's
+    SIMD ``tanh`` beat the records' own ``tanh(a + b)`` (590 against 1,295 µs
+    over 4096 x 64 entries) where arithmetic alone ran 4-7x faster fused
+    (``1 - h**2``: 173 against 42 µs).
 
-    __slots__ = ("batch", "layouts", "out_shape", "started", "trials")
+    The kernel is built and compiled in the background once a program using it
+    has run :data:`START_AFTER` times (at once in the ``"sync"`` compile mode,
+    or by ``T.compile``): a program called once never pays for it, and its
+    first call does not compete with a compile for the GIL (the first GMM
+    gradient at d = 64, K = 100 took 1.16 s instead of 0.24 s when its 29 maps
+    started compiling during it)."""
+
+    __slots__ = ("spec", "batch", "layouts", "out_shape", "state", "trials")
 
     #: timed calls of each way, per size class, before choosing
     TRIALS = 3
 
-    def __init__(self, batch: BatchProgram, layouts: list, out_shape: tuple):
-        self.batch = batch
+    def __init__(self, spec: tuple, layouts: list, out_shape: tuple):
+        self.spec = spec  #: (body, dtype, flags, operand blocks, block): what _program builds from
+        self.batch: BatchProgram | None = None
         #: per operand: (True, (-1, entries)) or (False, (entries,)): how the kernel takes it (its
         #: samples, -1: as many as the call's array has)
         self.layouts = layouts
         self.out_shape = out_shape  #: (-1, entries of the trailing block)
-        self.started = False
+        #: "new", "started" (built or compiling), "ready", or "none" (no kernel: NumPy serves)
+        self.state = "new"
         #: size class -> True (the kernel), False (NumPy) or the times measured so far
         self.trials: dict = {}
 
@@ -82,9 +95,7 @@ class FusedMap:
         """The map's value: written into ``out`` (or a new array of ``shape``) by
         the kernel, or ``numpy_pass()``'s."""
         batch = self.batch
-        if batch.kernel is None:
-            if batch.state == "tape-only":  # not started (or a forked child's, reset)
-                self._start()
+        if batch is None or batch.kernel is None:
             return numpy_pass()
         size = int(np.prod(shape)).bit_length()
         choice = self.trials.get(size)
@@ -115,15 +126,31 @@ class FusedMap:
         batch.run_ready(part, [target.reshape(self.out_shape)])
         return target
 
-    def _start(self) -> None:
+    def start(self, wait: bool, runs: int = 0) -> None:
+        """Build and compile the kernel: now (``wait``, or in the ``"sync"``
+        compile mode), in the background once a program using it has run
+        :data:`START_AFTER` times (``runs``), or not at all (the ``"never"``
+        mode; asked again on a later run)."""
         mode = _config.compile_mode()
-        if mode == "never" or self.batch.path is None:
-            return  # (asked again on a later call: the mode may change)
-        self.started = True
-        if mode == "sync":
-            self.batch.load_kernel()
-        else:
-            self.batch.start_background()
+        if self.state != "new" or mode == "never":
+            return
+        if wait or mode == "sync":
+            self.state = "started"
+            self._build()
+        elif runs >= START_AFTER:
+            self.state = "started"
+            _compile.submit(self._build)
+
+    def _build(self) -> None:
+        batch = self.batch
+        if batch is None:
+            batch = _program(*self.spec)
+            if batch is None:
+                self.state = "none"
+                return
+            self.batch = batch
+        batch.load_kernel()
+        self.state = "ready" if batch.kernel is not None else "none"
 
 
 def _program(body: t.Body, dtype: np.dtype, batched: list[bool], trails: list[tuple], trail: tuple):
@@ -142,7 +169,10 @@ def _program(body: t.Body, dtype: np.dtype, batched: list[bool], trails: list[tu
         at = {t.PH[k]: names[k][int(np.ravel_multi_index(tuple(i if n > 1 else 0 for i, n in zip(index, ext, strict=True)),
                                                          ext)) if ext else 0]
               for k, ext in enumerate(trails)}
-        entries.append(body.expr.xreplace(at))
+        # (the graph's own builders: SymPy's evaluating constructors would regroup the function, and
+        # Add's first use imports sympy.tensor in this background thread: a fork meanwhile left the
+        # child waiting on that import's lock forever)
+        entries.append(g.substitute([body.expr], at)[0])
     ssa = _codegen.lower(symbols, [np.array(entries, dtype=object)])
     work = sum(op not in ("load", "const") for op, _, _ in ssa.ops)
     if not ssa.stores or work < 2 * len(entries) or len(ssa.ops) > MAX_OPS:
@@ -200,20 +230,14 @@ def fuse(body: t.Body, shapes: list[tuple], shape: tuple, dtype) -> FusedMap | N
     trails = [s[lead:] for s in padded]
     key = (body.expr, body.arity, tuple(flags), tuple(trails), trail, dtype.str)
     with _lock:
-        loop = _loops.get(key, False)
-        if loop is not False:
-            return loop
-    batch = _program(body, dtype, flags, trails, trail)
-    loop = None
-    if batch is not None:
-        # (the number of samples is the call's: one loop serves every array with this block)
-        layouts = [(flag, (-1, int(np.prod(ext))) if flag else (int(np.prod(ext)),))
-                   for flag, ext in zip(flags, trails, strict=True)]
-        loop = FusedMap(batch, layouts, (-1, int(np.prod(trail))))
-    with _lock:
-        loop = _loops.setdefault(key, loop)
-        while len(_loops) > LIMIT:
-            _loops.pop(next(iter(_loops)))
+        loop = _loops.get(key)
+        if loop is None:
+            # (the number of samples is the call's: one loop serves every array with this block)
+            layouts = [(flag, (-1, int(np.prod(ext))) if flag else (int(np.prod(ext)),))
+                       for flag, ext in zip(flags, trails, strict=True)]
+            loop = _loops[key] = FusedMap((body, dtype, flags, trails, trail), layouts, (-1, int(np.prod(trail))))
+            while len(_loops) > LIMIT:
+                _loops.pop(next(iter(_loops)))
     return loop
 
 
@@ -224,8 +248,16 @@ def clear() -> None:
 
 
 def _after_fork() -> None:
+    """In a forked child: a kernel the parent was building or compiling in the
+    background is started again on the map's next call (the parent's queue and
+    its jobs do not go on here), and a fresh lock."""
     global _lock
     _lock = threading.Lock()  # (one held by another thread at the fork would be held forever)
+    for loop in list(_loops.values()):
+        if loop.state == "started" and (loop.batch is None or loop.batch.kernel is None):
+            loop.state = "new"
+            if loop.batch is not None:
+                loop.batch.state = "tape-only"
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -81,7 +81,7 @@ class _NothingToCompile:
     def load_kernel(self) -> None:
         pass
 
-    def load_all(self) -> None:
+    def load_all(self, size: int | None = None) -> None:
         pass
 
     def retire(self) -> None:
@@ -152,6 +152,13 @@ class TensorProgram(_NothingToCompile):
     def serves_two(self, a, b) -> bool:
         return False
 
+    def load_kernel(self) -> None:
+        """Build and compile the compiled loops of the program's element
+        functions now (``T.compile``; otherwise from their second call on, in
+        the background)."""
+        for loop in self.plan.fused:
+            loop.start(wait=True)
+
     def info(self) -> KernelInfo:
         return KernelInfo(tier="array", state="ready", n_ops=self.n_ops, n_lines=self.source.count("\n"),
                           compile_seconds=0.0, path="", call="numpy", why=self.why)
@@ -214,6 +221,12 @@ class TensorBatch(_NothingToCompile):
             chunk = [a[start:stop] if flag else a for a, flag in zip(arrays, self.batched, strict=True)]
             parts.append(compiled.batch_plan(self.batched, stop - start).run(chunk))
         return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
+
+    def load_all(self, size: int | None = None) -> None:
+        """The loops of the program over ``size`` samples, compiled now (``vmap(...).compile``)."""
+        if size is not None:
+            for loop in self.compiled.batch_plan(self.batched, size).fused:
+                loop.start(wait=True)
 
     def info(self) -> KernelInfo:
         return self.compiled.info()
