@@ -189,3 +189,74 @@ def test_one_loop_serves_arrays_of_every_size(fresh, ran):
     for gW, gU in got:
         np.testing.assert_allclose(gW, np.cos(W) * W + np.sin(W) + 2 * W, rtol=1e-14, atol=1e-14)
         np.testing.assert_allclose(gU, np.cos(U) * U + np.sin(U) + 2 * U, rtol=1e-14, atol=1e-14)
+def test_chains_of_element_functions_merge_into_one_map(fresh, monkeypatch):
+    """A map read only by another map of its shape becomes part of it, and a
+    product that only broadcasts becomes a map that merges too (the forward
+    Laplacian's ``f'(x) * L + f''(x) * S``): fewer steps, the same values."""
+    from symjac.backend import tensor_eval
+
+    W1, W2 = RNG.normal(size=(16, 2)), RNG.normal(size=(1, 16)) / 4
+    P = RNG.uniform(-1, 1, (300, 2))
+
+    def u(p):
+        return (W2 @ np.tanh(W1 @ p + 0.1))[0]
+
+    plans = []
+    real = tensor_eval.Plan.__init__
+
+    def spy(self, outputs, *rest, **kw):
+        real(self, outputs, *rest, **kw)
+        plans.append(self)
+
+    monkeypatch.setattr(tensor_eval.Plan, "__init__", spy)
+    with sj.using_tier("array"), sj.compiling("never"):
+        got = sj.vmap(sj.laplacian(u))(P)
+    merged = plans[-1]
+    monkeypatch.setattr(tensor_eval, "merge_maps", lambda outputs: list(outputs))
+    sj.clear_caches()
+    with sj.using_tier("array"), sj.compiling("never"):
+        apart = sj.vmap(sj.laplacian(u))(P)
+    assert merged.n_steps < plans[-1].n_steps, (merged.n_steps, plans[-1].n_steps)
+    np.testing.assert_allclose(got, apart, rtol=1e-15, atol=1e-15)
+    h = np.tanh(P @ W1.T + 0.1)
+    want = (-2 * h * (1 - h**2) * (W1**2).sum(axis=1)) @ W2[0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_merged_maps_give_the_scalar_tiers_values(fresh, dtype):
+    A = RNG.normal(size=(6, 5)).astype(dtype)
+    X = RNG.normal(size=(40, 5)).astype(dtype)
+
+    def f(W):
+        h = np.tanh(X @ W.T)  # (40, 6)
+        return np.sum(np.log1p(np.exp(-h * 2)) * h + (h - 1) ** 2 * X[:, :1])
+
+    def u(x):
+        return np.sum(np.tanh(A @ np.tanh(A.T @ np.tanh(A @ x))))
+
+    T = sj.grad(f)
+    with sj.using_tier("scalar"):
+        want = T(A)
+    with sj.using_tier("array"):
+        got = T(A)
+        lap = sj.vmap(sj.laplacian(u))(X)  # forward Laplacian: products by f'(x) merge with the maps
+    with sj.using_tier("scalar"):
+        lap_want = sj.vmap(sj.laplacian(u))(X)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(lap, lap_want, rtol=tol * 10, atol=tol * 10)
+
+
+def test_read_only_operands(fresh, ran):
+    """A read-only argument (a memory-mapped file, ``np.broadcast_to``) and the
+    program's own constants reach the loop as copies."""
+    C = RNG.normal(size=(50, 200))
+    x = RNG.normal(size=(50, 200))
+    x.flags.writeable = False
+    f = lambda x: np.sum(np.sin(x) * C + (x - C) ** 2 * 0.5)  # noqa: E731
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [sj.grad(f)(x) for _ in range(8)]
+    assert [loop for loop in _loops() if ran(loop)]
+    for g in got:
+        np.testing.assert_allclose(g, np.cos(x) * C + (x - C), rtol=1e-14, atol=1e-14)

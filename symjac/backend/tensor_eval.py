@@ -20,7 +20,9 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
+import sympy as sp
 
+from ..ir import graph as g
 from ..ir import ops as _ops
 from ..ir import tensor as t
 from . import program as _program
@@ -486,6 +488,100 @@ def _reduce(kind: str, axes: tuple):
     return lambda x: fn(x, axis=axes)
 
 
+# ----- merging element functions ---------------------------------------------------------------
+
+#: a merged element function reads at most this many operands and has at most this many operations
+MERGE_OPERANDS = 12
+MERGE_OPS = 64
+
+
+def _as_map(n: t.Node) -> t.Node:
+    """A product of two arrays that only broadcasts (no index summed, none
+    repeated, each operand's axes the output's last ones) as the map ``a * b``,
+    so it can merge with element functions around it; any other node as it is."""
+    if n.op != "einsum" or len(n.args) != 2 or n.param.safe:
+        return n
+    ein = n.param
+    out = ein.out
+    # each operand's axes the output's last ones: NumPy's broadcasting as it is (other
+    # placements would need a reshape step each, and a step costs what the merge saves)
+    if len(set(out)) != len(out) or not all(out.endswith(s) for s in ein.subs):
+        return n
+    return t.Node("map", tuple(n.args), t.Body(g.mul(t.PH[0], t.PH[1]), 2), n.shape, n.dtype)
+
+
+def merge_maps(outputs: Sequence[t.Node]) -> list[t.Node]:
+    """The program with chains of element functions merged: a map read by one
+    other map only, of the same shape and dtype, becomes part of that map's
+    element function (``f'(x) * L + f''(x) * S``: one map instead of five
+    steps), so each chain is one NumPy pass per operation or one compiled loop
+    (``runtime/fused.py``).  Only the plan runs the merged program; what
+    ``.show()`` and ``.source()`` present is the program as traced."""
+    order = t.topo_order(outputs)
+    readers: dict = {}
+    sole: dict = {}  # node -> the one node that reads it
+    for n in order:
+        for a in set(n.args):
+            readers[a] = readers.get(a, 0) + 1
+            sole[a] = n
+    for o in outputs:
+        readers[o] = readers.get(o, 0) + 1
+    new: dict = {}
+    for n in order:
+        args = tuple(new[a] for a in n.args)
+        m = n if args == n.args else t.Node(n.op, args, n.param, n.shape, n.dtype)
+        product = m.op == "einsum"
+        as_map = _as_map(m) if product else m
+        if as_map.op == "map" and as_map.dtype.kind == "f":
+            single = [len(as_map.args) == len(n.args) and as_map.args[k] is new[a] and readers[a] == 1
+                      for k, a in enumerate(n.args)]
+            merged = _merged(as_map, single) if any(single) else as_map
+            reader = sole.get(n) if readers.get(n) == 1 else None
+            into_map = reader is not None and reader.op == "map" and reader.shape == n.shape \
+                and reader.dtype == n.dtype
+            # a product becomes a map only where that merges it with a map (else a reshape more)
+            if not product or merged is not as_map or into_map:
+                m = merged
+        new[n] = m
+    return [new[o] for o in outputs]
+
+
+#: placeholders' new positions while two element functions are renumbered into one
+_SLOTS = [sp.Symbol(f"slot{k}", real=True) for k in range(MERGE_OPERANDS)]
+_SLOT_INDEX = {s: k for k, s in enumerate(_SLOTS)}
+
+
+def _merged(m: t.Node, single: list[bool]) -> t.Node:
+    """``m`` with each operand that is a map read only by ``m``, of its shape and
+    dtype, substituted into its element function."""
+    expr, operands = m.param.expr, list(m.args)
+    k = 0
+    while k < len(operands):
+        p = operands[k]
+        if not (single[k] and p.op == "map" and p.shape == m.shape and p.dtype == m.dtype):
+            k += 1
+            continue
+        merged = [o for j, o in enumerate(operands) if j != k]
+        merged += [q for q in dict.fromkeys(p.args) if q not in merged]
+        if len(merged) > MERGE_OPERANDS:
+            k += 1
+            continue
+        inner = g.substitute([p.param.expr], {t.PH[j]: _SLOTS[merged.index(q)] for j, q in enumerate(p.args)})[0]
+        outer = {t.PH[j]: _SLOTS[merged.index(o)] for j, o in enumerate(operands) if j != k}
+        outer[t.PH[k]] = inner
+        body = g.substitute([expr], outer)[0]
+        body = g.substitute([body], {s: t.PH[_SLOT_INDEX[s]] for s in g.free_leaves([body]) if s in _SLOT_INDEX})[0]
+        if sp.count_ops(body) > MERGE_OPS:
+            k += 1
+            continue
+        expr, operands = body, merged
+        # the merged operands come last and are not merged further; the rest shift down by one
+        single = [f for j, f in enumerate(single) if j != k] + [False] * (len(merged) - len(single) + 1)
+    if operands == list(m.args):
+        return m
+    return t.Node("map", tuple(operands), t.Body(expr, len(operands)), m.shape, m.dtype)
+
+
 #: operations whose result is a view of an operand (never handed out as a result)
 VIEWS = ("reshape", "slice")
 
@@ -505,6 +601,7 @@ class Plan:
     FOLD_LIMIT = 1 << 22
 
     def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None):
+        outputs = merge_maps(outputs)
         self.dtype = np.dtype(dtype)
         #: ``fuse(body, operand shapes, shape, dtype)``: a map's compiled loop (``runtime/fused.py``,
         #: ``.run(operands, out, shape, numpy_pass) -> value``), or None where NumPy's passes serve

@@ -121,8 +121,10 @@ class FusedMap:
         batch = self.batch
         dtype = batch.dtype
         target = out if out is not None else np.empty(shape, dtype)
-        part = [np.ascontiguousarray(x, dtype=dtype).reshape(layout) for x, (_, layout) in zip(operands, self.layouts,
-                                                                                               strict=True)]
+        # (read-only arrays, a caller's or the program's constants, are copied: the kernel's
+        # wrapper is compiled for writable ones)
+        part = [np.require(x, dtype, ("C", "W")).reshape(layout) for x, (_, layout) in zip(operands, self.layouts,
+                                                                                           strict=True)]
         batch.run_ready(part, [target.reshape(self.out_shape)])
         return target
 
