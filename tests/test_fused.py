@@ -260,3 +260,32 @@ def test_read_only_operands(fresh, ran):
     assert [loop for loop in _loops() if ran(loop)]
     for g in got:
         np.testing.assert_allclose(g, np.cos(x) * C + (x - C), rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("rows", [20, 200])  # below and above the size whose results are pooled
+def test_integer_operands_of_float_element_functions_are_converted(fresh, rows):
+    """A float element function over slices of an integer array (merged with
+    their casts) computes in floats, as NumPy does after ``astype``: uint8
+    differences of 3 - 5 do not wrap to 254."""
+    img = np.tile(np.array([3, 5], dtype=np.uint8), (rows, 100))
+    x = RNG.normal(size=(rows, 199))
+
+    def f(x, img):
+        d = img[:, 1:].astype(np.float64) - img[:, :-1].astype(np.float64)
+        return np.sum(x * d**2)
+
+    with sj.using_tier("array"):
+        for mode in ("never", "sync", "sync"):
+            with sj.compiling(mode):
+                np.testing.assert_array_equal(sj.grad(f)(x, img), np.full_like(x, 4.0))
+
+
+def test_compile_waits_for_loops_building_in_the_background(fresh):
+    x = RNG.normal(size=10_000)
+    with sj.using_tier("array"), sj.compiling("background"):
+        G = sj.grad(lambda x: np.sum(np.sin(x) * x + x**2))
+        G(x)
+        G(x)  # the build is queued in the background
+        G.compile(x)
+        [loop] = fused._loops.values()
+        assert loop.state == "ready" and loop.batch.kernel is not None

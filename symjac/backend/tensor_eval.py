@@ -558,7 +558,10 @@ def _merged(m: t.Node, single: list[bool]) -> t.Node:
     k = 0
     while k < len(operands):
         p = operands[k]
-        if not (single[k] and p.op == "map" and p.shape == m.shape and p.dtype == m.dtype):
+        # (not: a cast, whose operands are of another dtype; a function of constants only, which
+        # the plan computes once)
+        if not (single[k] and p.op == "map" and p.shape == m.shape and p.dtype == m.dtype
+                and all(q.dtype == p.dtype for q in p.args) and not all(q.op in ("const", "fill") for q in p.args)):
             k += 1
             continue
         merged = [o for j, o in enumerate(operands) if j != k]
@@ -709,8 +712,11 @@ class Plan:
 
     def _map(self, n: t.Node, fold: bool):
         dtype = self.dtype
-        # operands not already in the compute dtype: integer and boolean inputs and constants
-        convert = [k for k, a in enumerate(n.args) if a.dtype.kind != "f" and a.op in ("input", "const", "fill")]
+        # operands not already in the compute dtype: integer and boolean inputs and constants, and in a
+        # float map every integer or boolean operand (a slice of an integer array, merged with its
+        # cast: NumPy's integer arithmetic would wrap)
+        convert = [k for k, a in enumerate(n.args)
+                   if a.dtype.kind != "f" and (a.op in ("input", "const", "fill") or n.dtype.kind == "f")]
         fn = element_function(n.param, dtype, [a.shape for a in n.args])
         shape = n.shape
         pooled = shape if math.prod(shape) >= POOL_MIN else None

@@ -104,11 +104,14 @@ class FusedMap:
         if choice is None:
             choice = self.trials[size] = ([], [])
         if choice is True:
-            return self._kernel(operands, out, shape)
+            value = self._kernel(operands, out, shape)
+            return numpy_pass() if value is None else value
         fused_times, numpy_times = choice
         start = _clock()
         if len(fused_times) <= len(numpy_times):
             value = self._kernel(operands, out, shape)
+            if value is None:  # (the kernel went meanwhile)
+                return numpy_pass()
             fused_times.append(_clock() - start)
         else:
             value = numpy_pass()
@@ -117,7 +120,8 @@ class FusedMap:
             self.trials[size] = statistics.median(fused_times) <= statistics.median(numpy_times)
         return value
 
-    def _kernel(self, operands: Sequence, out: np.ndarray | None, shape: tuple) -> np.ndarray:
+    def _kernel(self, operands: Sequence, out: np.ndarray | None, shape: tuple) -> np.ndarray | None:
+        """The value through the kernel, or None if it is not there (then nothing was written)."""
         batch = self.batch
         dtype = batch.dtype
         target = out if out is not None else np.empty(shape, dtype)
@@ -125,8 +129,7 @@ class FusedMap:
         # wrapper is compiled for writable ones)
         part = [np.require(x, dtype, ("C", "W")).reshape(layout) for x, (_, layout) in zip(operands, self.layouts,
                                                                                            strict=True)]
-        batch.run_ready(part, [target.reshape(self.out_shape)])
-        return target
+        return target if batch.run_ready(part, [target.reshape(self.out_shape)]) else None
 
     def start(self, wait: bool, runs: int = 0) -> None:
         """Build and compile the kernel: now (``wait``, or in the ``"sync"``
@@ -134,6 +137,9 @@ class FusedMap:
         :data:`START_AFTER` times (``runs``), or not at all (the ``"never"``
         mode; asked again on a later run)."""
         mode = _config.compile_mode()
+        if self.state == "started" and wait:  # building in the background: wait for it
+            _compile.wait_all()
+            return
         if self.state != "new" or mode == "never":
             return
         if wait or mode == "sync":
