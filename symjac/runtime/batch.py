@@ -236,14 +236,9 @@ class BatchProgram(Kernel):
         kernel(*args)
 
     def _run_chunk(self, part: list, outs: list) -> None:
-        kernel = self.kernel
         n = outs[0].shape[0]
-        if kernel is not None:
+        if self.run_ready(part, outs):
             STATS.kernel_calls += 1
-            if self._parallel(n):
-                self._run_big(kernel, n, *part, *outs)
-            else:
-                kernel(*part, *outs)
             return
         self.start_if_allowed()
         STATS.tape_calls += 1

@@ -18,7 +18,6 @@ from .. import _config
 from .._errors import ArgumentError, TracerConversionError, UnsupportedOperationError
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
-from ..backend import tape as _tape
 from ..diff import products
 from ..ir import graph as g
 from ..trace import integers
@@ -27,7 +26,7 @@ from ..trace.symarray import ReadArray, SymArray
 from ..trace.tracer import ArgSpec, input_symbols, tracing
 from . import layout, tensor, warm
 from .leaves import call_arguments, leaf_layout
-from .program import Compiled
+from .program import Compiled, compiled_from
 from .request import Request, kernel_parameters
 
 
@@ -264,16 +263,9 @@ def generate(request: Request, built: Built) -> Compiled:
         title=request.title,
     )
     ssa = _codegen.lower(leaves.symbols, [a.elems for a in built.arrays])
-    module = _codegen.kernel_source(ssa, spec)
-    error = None
-    try:
-        path = _compile.write_module(module, f"{spec.name}_{_codegen.source_digest(module)}")
-    except _compile.CacheWriteError as exc:
-        path, error = None, f"{exc}; calls are served by the tape interpreter"
-    sizes = [int(np.prod(a.shape)) if a.shape else 1 for a in built.arrays]
-    tape = _tape.encode(ssa, [int(np.prod(s.shape or (1,))) for s in leaves.specs], sizes, built.dtype)
-    compiled = Compiled(spec, path, leaves.positions, [s.shape for s in leaves.specs], [a.shape for a in built.arrays],
-                        [a.dtype for a in built.arrays], layout.template_of(built.result), tape, module, error)
+    compiled = compiled_from(ssa, spec, leaves.positions, [s.shape for s in leaves.specs],
+                             [a.shape for a in built.arrays], [a.dtype for a in built.arrays],
+                             layout.template_of(built.result))
     if os.environ.get("SYMJAC_DEBUG"):
-        print(f"# symjac kernel {path}\n{compiled.source}")
+        print(f"# symjac kernel {compiled.path}\n{compiled.source}")
     return compiled

@@ -29,11 +29,10 @@ import sympy as sp
 from .. import _config
 from ..backend import codegen as _codegen
 from ..backend import compiler as _compile
-from ..backend import tape as _tape
 from ..ir import graph as g
 from ..ir import tensor as t
 from .batch import BatchProgram
-from .program import Compiled
+from .program import compiled_from
 
 #: at most this many fused loops are kept (the oldest is dropped beyond it)
 LIMIT = 512
@@ -192,21 +191,17 @@ def _program(body: t.Body, dtype: np.dtype, batched: list[bool], trails: list[tu
         dtype=dtype,
         title="an element function of an array program",
     )
-    module = _codegen.kernel_source(ssa, spec)
-    try:
-        path = _compile.write_module(module, f"{spec.name}_{_codegen.source_digest(module)}")
-    except _compile.CacheWriteError:
+    compiled = compiled_from(ssa, spec, [(k, None) for k in range(len(sizes))], [(n,) for n in sizes],
+                             [(len(entries),)], [dtype], None)
+    if compiled.path is None:
         return None  # nowhere to keep a kernel: NumPy serves
-    tape = _tape.encode(ssa, sizes, [len(entries)], dtype)
-    compiled = Compiled(spec, path, [(k, None) for k in range(len(sizes))], [(n,) for n in sizes],
-                        [(len(entries),)], [dtype], None, tape, module)
     return BatchProgram(compiled, batched)
 
 
 def _split(shapes: list[tuple], shape: tuple):
     """Where the samples end: the most leading axes of ``shape`` on which each
-    operand is either whole or of extent 1 throughout; ``(axes, per-operand
-    flags)``."""
+    operand is either whole or of extent 1 throughout: ``(axes, per-operand
+    flags (whole or not), the operands' shapes padded to the result's rank)``."""
     nd = len(shape)
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
     for lead in range(nd, -1, -1):
@@ -226,7 +221,8 @@ def _split(shapes: list[tuple], shape: tuple):
 def fuse(body: t.Body, shapes: list[tuple], shape: tuple, dtype) -> FusedMap | None:
     """The fused loop for a map of ``body`` over operands of ``shapes`` giving
     ``shape``, or None where NumPy's passes serve (too few entries or samples,
-    too large a block, a single operation, not a float dtype)."""
+    too large a block, not a float dtype; a function of one operation an entry
+    is found out when the loop is built, and NumPy keeps serving it)."""
     dtype = np.dtype(dtype)
     shape = tuple(shape)
     if dtype.kind != "f" or int(np.prod(shape)) < MIN_ENTRIES or not shapes:

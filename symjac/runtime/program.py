@@ -16,6 +16,7 @@ import numpy as np
 
 from .._errors import ArgumentError
 from ..backend import codegen as _codegen
+from ..backend import compiler as _compile
 from ..backend import tape as _tape
 from ..diff.blocks import Offsets
 from . import layout
@@ -28,6 +29,23 @@ _zeros = np.zeros  # (one global lookup on the hot path)
 
 def _gone():
     return None
+
+
+def compiled_from(ssa: _codegen.Program, spec: _codegen.KernelSpec, leaves, leaf_shapes, out_shapes, out_dtypes,
+                  template) -> Compiled:
+    """A program's :class:`Compiled`: its kernel module written to the cache
+    (if it cannot be, ``path`` is None and the tape serves every call) and its
+    tape encoded.  The scalar tier's builds and the array tier's fused loops
+    (``fused.py``) both come through here."""
+    module = _codegen.kernel_source(ssa, spec)
+    error = None
+    try:
+        path = _compile.write_module(module, f"{spec.name}_{_codegen.source_digest(module)}")
+    except _compile.CacheWriteError as exc:
+        path, error = None, f"{exc}; calls are served by the tape interpreter"
+    tape = _tape.encode(ssa, [math.prod(s or (1,)) for s in leaf_shapes], [math.prod(s or (1,)) for s in out_shapes],
+                        spec.dtype)
+    return Compiled(spec, path, leaves, leaf_shapes, out_shapes, out_dtypes, template, tape, module, error)
 
 
 class Compiled(Kernel):
