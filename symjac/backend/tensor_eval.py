@@ -488,6 +488,35 @@ def _reduce(kind: str, axes: tuple):
     return lambda x: fn(x, axis=axes)
 
 
+def adjugate(a: np.ndarray) -> np.ndarray:
+    """The adjugate of each matrix in the last two axes (``det(a) inv(a)`` where ``a`` is
+    invertible, and finite where it is not): from ``a = U S Vh``,
+    ``adj(a) = det(U) det(Vh) Vh^T diag(prod of the other singular values) U^T``."""
+    a = np.asarray(a)
+    if a.shape[-1] == 1:
+        return np.ones_like(a)
+    finite = np.isfinite(a).all(axis=(-2, -1))
+    safe = np.where(finite[..., None, None], a, 0.0) if not finite.all() else a
+    u, s, vh = np.linalg.svd(safe)
+    ones = np.ones(s.shape[:-1] + (1,), s.dtype)
+    before = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, s[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    out = sign[..., None, None] * np.einsum("...ji,...j,...kj->...ik", vh, before * after, u)
+    if not finite.all():
+        out[~finite] = np.nan
+    return out.astype(a.dtype, copy=False)
+
+
+def _slogdet(part: int):
+    return lambda a: np.linalg.slogdet(a)[part]
+
+
+#: the evaluation of each kind of ``linalg`` node (``ir/tensor.py``)
+LINALG = {"inv": np.linalg.inv, "cholesky": np.linalg.cholesky, "det": np.linalg.det, "adjugate": adjugate,
+          "sign": _slogdet(0), "logabsdet": _slogdet(1), "solve": np.linalg.solve}
+
+
 # ----- merging element functions ---------------------------------------------------------------
 
 #: a merged element function reads at most this many operands and has at most this many operations
@@ -708,6 +737,8 @@ class Plan:
             return _scatter(p[0], p[1], self.dtype), pooled
         if op == "reduce":
             return _reduce(*p), None
+        if op == "linalg":
+            return LINALG[p], None
         raise AssertionError(f"no evaluation for {op}")
 
     def _map(self, n: t.Node, fold: bool):

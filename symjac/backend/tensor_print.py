@@ -54,6 +54,10 @@ def _line(n: t.Node, name: dict) -> str:
         return f"_scatter_add({a[0]}, [{', '.join([':'] * p[0].axis + a[1:])}], {p[1]})"
     if n.op == "reduce":
         return f"np.{p[0]}({a[0]}, axis={p[1]})"
+    if n.op == "linalg":
+        if p in ("sign", "logabsdet"):
+            return f"np.linalg.slogdet({a[0]}).{p}"
+        return f"_adjugate({a[0]})" if p == "adjugate" else f"np.linalg.{p}({', '.join(a)})"
     raise AssertionError(n.op)
 
 

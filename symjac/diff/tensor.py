@@ -247,6 +247,12 @@ def _laplacian(spec, traced: Traced, var, vectors):
     (x,) = var.nodes
     out = _scalar_output(traced, "laplacian").node
     dtype = _derivative_dtype(out.dtype, x.dtype)
+    if any(n.op in rules.NO_SECOND for n in t.topo_order([out])):
+        # an operation without a second-order rule: the trace of the Hessian (forward over reverse)
+        (gr,) = _gradient(out, [x])
+        block = None if gr is None else _forward_jacobian([gr], x)[0]
+        (result,) = var.restore([_trace_of(block, x, dtype)])
+        return result
     tangent = _placeholder(x, "tangent")
     tangents = rules.forward([out], {x: tangent})
     nodes = [n for n in tangents if n is not x]

@@ -270,6 +270,97 @@ def _scatter_vjp(n, ct, guarded):
     return [(t.gather(ct, idx, n.param[0].axis), guarded)] + [(None, False)] * len(idx)
 
 
+# ----- dense linear algebra -------------------------------------------------------------------
+#
+# Matrix calculus on the last two axes (stacks ride along as "..."): for X = inv(A),
+# dX = -X dA X; for x = solve(A, B), dx = solve(A, dB - dA x); d det = tr(adj(A) dA) (the
+# adjugate, finite at singular matrices); d log|det| = tr(inv(A) dA); for L = cholesky(A),
+# dL = L Phi(L^-1 S L^-T), Phi the lower triangle with half the diagonal, S the symmetric
+# matrix NumPy factors (its lower triangle mirrored: the upper one is never read).
+
+
+def _ein(spec: str, *operands: t.Node, scale: float = 1.0) -> t.Node | None:
+    """``einsum(spec, *operands)``, ``...`` standing for the stack axes of the operands
+    that have them (uppercase letters), times ``scale`` (which the product multiplies into
+    its smaller operand, the first of equal ones: put the primal value first, so that a
+    batch of tangents is not scaled on its own)."""
+    if any(o is None for o in operands):
+        return None
+    inputs, out = spec.split("->")
+    subs = inputs.split(",")
+    stack = next(o.ndim - (len(sub) - 3) for o, sub in zip(operands, subs, strict=True) if "..." in sub)
+    lead = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:stack]
+    subs = [sub.replace("...", lead) for sub in subs]
+    ops = list(operands)
+    if scale != 1.0:
+        ops.append(t.fill(scale, (), operands[0].dtype))
+        subs.append("")
+    return t.einsum(ops, subs, out.replace("...", lead), dtype=operands[0].dtype)
+
+
+def _masks(m: int) -> tuple[t.Node, t.Node, t.Node]:
+    """The lower triangle with its diagonal, the strict lower triangle, and Phi's weights."""
+    lower = np.tril(np.ones((m, m)))
+    strict = np.tril(np.ones((m, m)), -1)
+    return t.const(lower), t.const(strict), t.const(strict + 0.5 * np.eye(m))
+
+
+def _linalg_jvp(n: t.Node, tangents: list) -> t.Node | None:
+    kind, a = n.param, n.args[0]
+    da = tangents[0]
+    if kind == "sign":
+        return None
+    if kind == "solve":
+        rhs = t.add(tangents[1], None if da is None else _ein("...ij,...jk->...ik", da, n, scale=-1.0))
+        return None if rhs is None else t.linalg("solve", [a, rhs])
+    if kind == "inv":
+        return _ein("...ik,...kl->...il", _ein("...ij,...jk->...ik", n, da, scale=-1.0), n)
+    if kind == "det":
+        return _ein("...ji,...ij->...", t.linalg("adjugate", [a]), da)
+    if kind == "logabsdet":
+        return _ein("...ji,...ij->...", t.linalg("inv", [a]), da)
+    if kind == "adjugate":  # d adj = tr(adj dA) X - adj dA X, X = inv(A)
+        x = t.linalg("inv", [a])
+        first = _ein("...,...kl->...kl", _ein("...ji,...ij->...", n, da), x)
+        return t.add(first, _ein("...ik,...kl->...il", _ein("...ij,...jk->...ik", n, da, scale=-1.0), x))
+    if kind == "cholesky":
+        lower, strict, phi = _masks(a.shape[-1])
+        li = t.linalg("inv", [n])
+        sym = t.add(_ein("...ij,ij->...ij", da, lower), _ein("...ji,ji->...ij", da, strict))
+        m = _ein("...ik,...lk->...il", _ein("...ij,...jk->...ik", li, sym), li)
+        return _ein("...ij,...jk->...ik", n, _ein("...ij,ij->...ij", m, phi))
+    raise AssertionError(kind)
+
+
+def _linalg_vjp(n: t.Node, ct: t.Node, guarded: bool) -> list:
+    kind, a = n.param, n.args[0]
+    if kind == "sign":
+        return [(None, False)]
+    if kind == "solve":  # B' = solve(A^T, ct), A' = -B' x^T
+        nd = a.ndim
+        b_bar = t.linalg("solve", [t.transpose(a, list(range(nd - 2)) + [nd - 1, nd - 2]), ct])
+        return [(_ein("...jk,...ik->...ij", n, b_bar, scale=-1.0), guarded), (b_bar, guarded)]
+    if kind == "inv":
+        cot = _ein("...ik,...lk->...il", _ein("...ji,...jk->...ik", n, ct, scale=-1.0), n)
+    elif kind == "det":
+        cot = _ein("...,...ji->...ij", ct, t.linalg("adjugate", [a]))
+    elif kind == "logabsdet":
+        cot = _ein("...,...ji->...ij", ct, t.linalg("inv", [a]))
+    elif kind == "adjugate":  # the transpose of dA -> tr(adj dA) X - adj dA X
+        x = t.linalg("inv", [a])
+        first = _ein("...,...ji->...ij", _ein("...kl,...kl->...", ct, x), n)
+        cot = t.add(first, _ein("...ik,...lk->...il", _ein("...ji,...jk->...ik", n, ct, scale=-1.0), x))
+    elif kind == "cholesky":  # each step of the JVP transposed, in reverse order
+        lower, strict, phi = _masks(a.shape[-1])
+        li = t.linalg("inv", [n])
+        p_bar = _ein("...ij,ij->...ij", _ein("...ki,...kj->...ij", n, ct), phi)
+        s_bar = _ein("...il,...lj->...ij", _ein("...ki,...kl->...il", li, p_bar), li)
+        cot = t.add(_ein("...ij,ij->...ij", s_bar, lower), _ein("...ji,ij->...ij", s_bar, strict))
+    else:
+        raise AssertionError(kind)
+    return [(cot, guarded)]
+
+
 JVP = {
     "map": _map_jvp,
     "einsum": _einsum_jvp,
@@ -281,6 +372,7 @@ JVP = {
     "concat": _concat_jvp,
     "gather": lambda n, ts: None if ts[0] is None else t.gather(ts[0], n.args[1:], n.param.axis),
     "scatter": lambda n, ts: t.scatter(ts[0], n.args[1:], n.param[0].axis, n.param[1]),
+    "linalg": _linalg_jvp,
 }
 
 VJP = {
@@ -294,6 +386,7 @@ VJP = {
     "concat": _concat_vjp,
     "gather": _gather_vjp,
     "scatter": _scatter_vjp,
+    "linalg": _linalg_vjp,
 }
 
 # ----- second-order terms (the forward Laplacian) -------------------------------------------
@@ -359,6 +452,8 @@ def _einsum_second(n: t.Node, js: list, m: int) -> t.Node | None:
 
 #: the second-order term of each operation (operations linear in their operands have none)
 SECOND = {"map": _map_second, "einsum": _einsum_second}
+#: nonlinear operations without a second-order term: a Laplacian through them is a Hessian's trace
+NO_SECOND = ("linalg",)
 
 
 #: operations without operands, or whose value no input moves

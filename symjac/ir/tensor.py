@@ -20,7 +20,10 @@ a few dozen of them whatever the sizes.  The operations (``OPS`` lists them;
 * structure: ``reshape``, ``slice`` and its transpose ``embed``, ``concat``,
   ``update`` (``x[key] = v``), ``gather`` (integer-array indexing, by
   constant or runtime indices) and its transpose ``scatter``, and
-  ``reduce`` (max and min over axes).
+  ``reduce`` (max and min over axes);
+* ``linalg``: dense linear algebra over the last two axes (stacks too):
+  ``inv``, ``solve``, ``cholesky``, ``det``, ``adjugate``, and ``slogdet``'s
+  two results ``logabsdet`` and ``sign``.
 
 Nodes are interned inside :func:`building`, so a program is a DAG whose
 common subexpressions are one node.
@@ -629,9 +632,27 @@ def reduce_(x: Node, kind: str, axes: Sequence[int]) -> Node:
     return node("reduce", (x,), (kind, axes), shape, x.dtype)
 
 
+#: the kinds of ``linalg`` node and their result's trailing axes ("matrix": the operand's two, "scalar":
+#: none, "rhs": the second operand's)
+LINALG = {"inv": "matrix", "cholesky": "matrix", "adjugate": "matrix", "det": "scalar", "logabsdet": "scalar",
+          "sign": "scalar", "solve": "rhs"}
+
+
+def linalg(kind: str, args: Sequence[Node]) -> Node:
+    """``kind`` (see :data:`LINALG`) of the matrices in the last two axes of ``args[0]``;
+    ``solve``'s second operand has the first's stack axes and the right-hand sides'
+    columns last (``a[..., n, n]``, ``b[..., n, k]``)."""
+    args = tuple(args)
+    a = args[0]
+    tail = LINALG[kind]
+    shape = a.shape if tail == "matrix" else a.shape[:-2] if tail == "scalar" else args[1].shape
+    dtype = np.result_type(np.float64 if a.dtype.kind != "f" else a.dtype, *(x.dtype for x in args[1:]))
+    return node("linalg", args, kind, shape, dtype)
+
+
 #: every operation, by name (each stage's table is checked against this)
 OPS = ("input", "const", "fill", "map", "einsum", "reshape", "slice", "embed", "update", "concat", "gather",
-       "scatter", "reduce")
+       "scatter", "reduce", "linalg")
 
 
 # ----- traversal ------------------------------------------------------------------------------

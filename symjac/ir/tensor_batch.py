@@ -10,6 +10,7 @@ batched program ever multiplies by it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -42,6 +43,8 @@ def rebuild(n: t.Node, args: Sequence[t.Node]) -> t.Node:
         return t.scatter(args[0], args[1:], p[0].axis, p[1])
     if op == "reduce":
         return t.reduce_(args[0], *p)
+    if op == "linalg":
+        return t.linalg(p, args)
     raise AssertionError(f"no rebuild rule for {op}")
 
 
@@ -173,6 +176,20 @@ def _batch_scatter(n, args, flags, lead):
     return t.transpose(out, back)
 
 
+def _batch_linalg(n, args, flags, lead):
+    """Stacks of matrices gain the batch axes; a solve whose right-hand sides alone are
+    batched solves them as more columns of one system (one factorisation, not one per sample)."""
+    if n.param == "solve" and flags[1] and not flags[0]:
+        a, b = args  # a: S + (m, m), b: lead + S + (m, k)
+        k, s = len(lead), a.ndim - 2
+        order = list(range(k, k + s + 1)) + list(range(k)) + [b.ndim - 1]
+        moved = t.transpose(b, order)  # S + (m,) + lead + (k,)
+        wide = t.reshape(moved, moved.shape[: s + 1] + (math.prod(moved.shape[s + 1:]),))
+        x = t.reshape(t.linalg("solve", [a, wide]), moved.shape)
+        return t.transpose(x, list(np.argsort(order)))
+    return t.linalg(n.param, _lifted(args, flags, lead))
+
+
 _RULES = {
     "map": _batch_map,
     "einsum": _batch_einsum,
@@ -184,6 +201,7 @@ _RULES = {
     "gather": _batch_gather,
     "scatter": _batch_scatter,
     "reduce": lambda n, args, flags, lead: t.reduce_(args[0], n.param[0], tuple(a + len(lead) for a in n.param[1])),
+    "linalg": _batch_linalg,
 }
 
 

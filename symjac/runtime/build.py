@@ -208,7 +208,7 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
         program_, _ = array()
         if program_ is None:
             raise
-        program_.why = f"array tier: the scalar tier does not trace it ({str(exc).split('.')[0]})"
+        program_.why = f"array tier: the scalar tier does not trace it ({str(exc).split('. ')[0]})"
         return program_, False
     return _with_reason(built, f"scalar tier: the function is small (its scalar trace stayed under {budget:,} "
                                f"nodes and {_config.ARRAY_PRODUCTS:,} multiply-adds in products)")

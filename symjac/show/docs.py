@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..ir import ops as _ops
-from ..trace.primitives import TABLE, public_name
+from ..trace.primitives import ARRAY_TIER_ONLY, TABLE, public_name
 
 KIND_TITLES = {
     "elementwise": "Elementwise functions",
@@ -17,7 +17,7 @@ KIND_TITLES = {
     "logic": "Logic (no derivative)",
     "reduction": "Reductions",
     "contraction": "Products and contractions",
-    "linear algebra": "Small dense linear algebra",
+    "linear algebra": "Dense linear algebra",
     "special": "SciPy's special functions (scipy.special, when SciPy is installed)",
     "signal": "SciPy's convolutions (scipy.signal, when SciPy is installed)",
     "structural": "Structure (indexing, reshaping, joining)",
@@ -49,6 +49,9 @@ def operations_markdown() -> str:
             names = ", ".join(f"`{public_name(fn)}`" for fn in row.numpy)
             doc = row.doc.replace("|", "\\|")  # a pipe would end the table cell
             lines.append(f"| {names} | {doc} |")
+        for name, row_kind, doc in ARRAY_TIER_ONLY:
+            if row_kind == kind:
+                lines.append(f"| `{name}` | {doc} |")
         lines.append("")
     return "\n".join(lines + node_types_markdown())
 

@@ -62,6 +62,8 @@ class _Writer:
             self.names.setdefault(o, name)
         self.order = order
         self.fresh = 0
+        #: operands of linear-algebra nodes, which are shown by name (``inv(A)[i, j]``)
+        self.forced = {a for n in order if n.op == "linalg" for a in n.args}
 
     def _index_symbols(self, count: int) -> list:
         out = [sp.Idx(sp.Symbol(_INDEX_NAMES[(self.fresh + k) % len(_INDEX_NAMES)] + ("" if self.fresh + k < len(
@@ -71,7 +73,7 @@ class _Writer:
 
     def named(self, n: t.Node) -> bool:
         """Whether ``n`` gets an equation (else it is written into its user's)."""
-        if n in self.names:
+        if n in self.names or n in self.forced:
             return True
         return self.uses.get(n, 0) > 1 or n.op in ("scatter", "embed", "update", "concat", "gather", "reduce")
 
@@ -122,8 +124,13 @@ class _Writer:
             picks = [self.access(i, [0 if m == 1 else mid[len(mid) - i.ndim + q] for q, m in enumerate(i.shape)])
                      for i in ix]
             return self.access(x, idx[: take.axis] + picks + idx[take.axis + len(ishape):])
-        head = sp.Function(n.op)
-        return head(*[sp.Symbol(self.name_of(a)) for a in n.args])
+        if n.op == "reshape":
+            return self.access(n.args[0], _unravel(idx, n.shape, n.args[0].shape))
+        if n.op == "slice":
+            return self.access(n.args[0], [s + st * i for (s, st, _), i in zip(n.param.axes, idx, strict=True)])
+        head = sp.Function(n.op if n.op != "linalg" else n.param)
+        call = head(*[sp.Symbol(self.name_of(a)) for a in n.args])
+        return sp.IndexedBase(call)[tuple(idx)] if idx else call
 
     def _product(self, n: t.Node, idx: list):
         p = n.param
@@ -150,7 +157,7 @@ class _Writer:
         for n in self.order:
             if n.op in ("input", "const", "fill") or not (self.named(n) or n in self.outputs):
                 continue
-            if n.op in ("reshape", "slice") and n not in self.outputs:
+            if n.op in ("reshape", "slice") and n not in self.outputs and n not in self.forced:
                 continue
             idx = self._index_symbols(n.ndim)
             lhs = sp.IndexedBase(self.name_of(n))[tuple(idx)] if idx else sp.Symbol(self.name_of(n))

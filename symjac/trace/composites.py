@@ -221,9 +221,10 @@ def _square(name: str, a) -> SymArray:
         raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
     if x.shape[-1] > _CLOSED_FORM:
         raise UnsupportedOperationError(
-            f"np.linalg.{name} of a traced {x.shape[-1]}×{x.shape[-1]} matrix: symjac writes det, inv "
-            f"and solve in closed form up to {_CLOSED_FORM}×{_CLOSED_FORM}. For a larger system, make "
-            "the matrix a constant (its inverse is then computed by NumPy), or pass the solution in."
+            f"np.linalg.{name} of a traced {x.shape[-1]}×{x.shape[-1]} matrix: the scalar tier writes det, "
+            f"inv and solve in closed form up to {_CLOSED_FORM}×{_CLOSED_FORM}. Larger ones run on the "
+            "array tier, which this program does not use (sj.set_tier('scalar'), or sparse=True). Use the "
+            "default tier choice (sj.set_tier('auto')) without sparse=True, or make the matrix a constant."
         )
     return x
 

@@ -45,6 +45,7 @@ from .arrayops import (
     ufunc_builder,
 )
 from .symarray import (
+    ARRAY_TIER_ONLY,
     BY_NAME,
     FUNCTIONS,
     LATE_UFUNCS,
@@ -491,9 +492,9 @@ TABLE: list[Primitive] = [
     Primitive("multi_dot", (np.linalg.multi_dot,), "contraction", norms.multi_dot, "a chain of products in the cheapest order, as NumPy chooses it"),
     Primitive("correlate", (np.correlate,), "contraction", signal.correlate, "cross-correlation of vectors (valid, same, full), NumPy's windows"),
     # ----- small dense linear algebra ------------------------------------------------------------
-    Primitive("det", (np.linalg.det,), "linear algebra", cmp.det, "determinant, in closed form up to 4×4 (stacks too)"),
-    Primitive("inv", (np.linalg.inv,), "linear algebra", cmp.inv, "inverse: adjugate / determinant, up to 4×4 (stacks too)"),
-    Primitive("solve", (np.linalg.solve,), "linear algebra", cmp.solve, "inv(a) @ b: closed form up to 4×4; any size if a is constant (NumPy's inverse)"),
+    Primitive("det", (np.linalg.det,), "linear algebra", cmp.det, "determinant: closed form up to 4×4, NumPy's LAPACK on the array tier beyond (stacks too); derivative adj(a)ᵀ"),
+    Primitive("inv", (np.linalg.inv,), "linear algebra", cmp.inv, "inverse: adjugate / determinant up to 4×4, NumPy's LAPACK on the array tier beyond (stacks too)"),
+    Primitive("solve", (np.linalg.solve,), "linear algebra", cmp.solve, "inv(a) @ b in closed form up to 4×4 (any size if a is constant); NumPy's LAPACK on the array tier beyond"),
     # ----- SciPy's special functions (when SciPy is installed; scipy.special is never imported) ----
     _scipy("erf", "erf", "error function (the C library's erf)"),
     _scipy("erfc", "erfc", "complementary error function (the C library's erfc)"),
@@ -593,7 +594,7 @@ def supported_operations() -> list[tuple[str, str, str]]:
     for row in TABLE:
         for fn in row.numpy:
             rows.append((public_name(fn), row.kind, row.doc))
-    return rows
+    return rows + list(ARRAY_TIER_ONLY)
 
 
 def public_name(fn) -> str:

@@ -652,7 +652,23 @@ def _qualname(func) -> str:
     return f"{module}.{name}" if module else name
 
 
+#: operations the array tier alone traces (``trace/tensor.py``): ``(numpy name, kind, description)``
+ARRAY_TIER_ONLY = [
+    ("np.linalg.cholesky", "linear algebra",
+     "lower (or upper=True) Cholesky factor, any size (stacks too), on the array tier; reads one triangle, "
+     "as NumPy does; derivative L Φ(L⁻¹ dA L⁻ᵀ)"),
+    ("np.linalg.slogdet", "linear algebra",
+     "(sign, log|det|), any size (stacks too), on the array tier; derivative of log|det| inv(a)ᵀ, of sign zero"),
+]
+
+
 def unsupported(label: str) -> UnsupportedOperationError:
+    if any(label == name for name, _, _ in ARRAY_TIER_ONLY):
+        return UnsupportedOperationError(
+            f"{label} is traced on the array tier only{user_location()}. This program is built on the "
+            "scalar tier (sj.set_tier('scalar'), or sparse=True, which only the scalar tier gives). Use the "
+            "default tier choice (sj.set_tier('auto')) without sparse=True."
+        )
     return UnsupportedOperationError(
         f"{label} is not supported by symjac's tracer{user_location()}. symjac traces "
         "the operations listed by symjac.supported_operations(); rewrite this step with "

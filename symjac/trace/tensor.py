@@ -13,6 +13,7 @@ symjac supports (or explains why it cannot).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import math
@@ -984,6 +985,71 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
     return TArray(t.einsum([x.node], ["".join(chars)], rest + chars[a1]))
 
 
+# ----- dense linear algebra --------------------------------------------------------------------
+
+#: np.linalg.slogdet's result (NumPy's is a named tuple too)
+SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+
+
+def _square(name: str, a) -> t.Node:
+    """``a`` as a float stack of square matrices (NumPy's error otherwise)."""
+    n = as_node(a)
+    if n.ndim < 2 or n.shape[-1] != n.shape[-2]:
+        raise np.linalg.LinAlgError(f"{n.ndim}-dimensional array given. Array must be at least two-dimensional"
+                                    if n.ndim < 2 else "Last 2 dimensions of the array must be square")
+    if n.dtype.kind == "c":
+        raise _refuse(f"np.linalg.{name} of a complex matrix")
+    return n if n.dtype.kind == "f" else t.cast(n, np.float64)
+
+
+def _swap_last(n: t.Node) -> t.Node:
+    return t.transpose(n, list(range(n.ndim - 2)) + [n.ndim - 1, n.ndim - 2])
+
+
+def _det(a):
+    return TArray(t.linalg("det", [_square("det", a)]))
+
+
+def _inv(a):
+    return TArray(t.linalg("inv", [_square("inv", a)]))
+
+
+def _slogdet(a):
+    n = _square("slogdet", a)
+    return SlogdetResult(TArray(t.linalg("sign", [n])), TArray(t.linalg("logabsdet", [n])))
+
+
+def _cholesky(a, /, *, upper=False):
+    """The lower factor (NumPy reads the lower triangle only); ``upper=True``: the
+    upper factor, from the upper triangle (the transpose of the lower factor of ``a.T``)."""
+    n = _square("cholesky", a)
+    if upper:
+        return TArray(_swap_last(t.linalg("cholesky", [_swap_last(n)])))
+    return TArray(t.linalg("cholesky", [n]))
+
+
+def _solve(a, b):
+    """np.linalg.solve (NumPy 2: ``b`` is a vector when 1-d, else a stack of matrices)."""
+    an = _square("solve", a)
+    bn = as_node(b)
+    if bn.dtype.kind == "c":
+        raise _refuse("np.linalg.solve with a complex right-hand side")
+    dtype = np.result_type(an.dtype, bn.dtype if bn.dtype.kind == "f" else an.dtype)
+    an, bn = t.cast(an, dtype), t.cast(bn, dtype)
+    m = an.shape[-1]
+    vector = bn.ndim == 1
+    if vector:
+        bn = t.reshape(bn, (m, 1))
+    if bn.ndim < 2 or bn.shape[-2] != m:
+        raise ValueError(f"solve: Input operand 1 has a mismatch in its core dimension 0 (size "
+                         f"{bn.shape[-2] if bn.ndim >= 2 else bn.shape[0]} is different from {m})")
+    stack = t.broadcast_shape(an.shape[:-2], bn.shape[:-2])
+    an = t.broadcast_to(an, stack + an.shape[-2:])
+    bn = t.broadcast_to(bn, stack + bn.shape[-2:])
+    x = t.linalg("solve", [an, bn])
+    return TArray(t.reshape(x, stack + (m,)) if vector else x)
+
+
 # ----- constructors on traced values ----------------------------------------------------------
 
 
@@ -1111,6 +1177,8 @@ _BY_FUNC: dict = {
     np.vdot: _vdot, np.einsum: _einsum, np.linalg.multi_dot: norms.multi_dot, np.trace: _trace,
     np.diff: layout.diff, np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
     np.diagonal: _diagonal,
+    np.linalg.det: _det, np.linalg.inv: _inv, np.linalg.slogdet: _slogdet, np.linalg.cholesky: _cholesky,
+    np.linalg.solve: _solve,
     np.reshape: lambda a, shape=None, order="C", **kw: _reshape(a, shape if shape is not None else kw["newshape"], order),
     np.ravel: lambda a, order="C": _reshape(a, (-1,), order),
     np.transpose: lambda a, axes=None: _transpose(a, axes), np.swapaxes: _swapaxes, np.moveaxis: _moveaxis,
