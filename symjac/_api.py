@@ -200,9 +200,10 @@ class Transform:
         inner = self.fn.bind(primal, kwargs) if isinstance(self.fn, Transform) else self._signature.bind(primal, kwargs)
         return inner + tuple(extra)
 
-    def bind_primal(self, args: tuple) -> tuple:
-        """``args`` (the function's own arguments, without a vector) bound."""
-        return self.fn.bind(args, {}) if isinstance(self.fn, Transform) else self._signature.bind(args, {})
+    def bind_primal(self, args: tuple, kwargs: dict | None = None) -> tuple:
+        """``args`` and ``kwargs`` (the function's own arguments, without a vector) bound."""
+        kwargs = kwargs or {}
+        return self.fn.bind(args, kwargs) if isinstance(self.fn, Transform) else self._signature.bind(args, kwargs)
 
     @property
     def fn_name(self) -> str:

@@ -13,7 +13,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ._api import Transform, jit
+from ._signature import DEFAULT
 from ._vmap import Batched
+from .diff.products import VECTOR
 from .show import display
 from .show import explain as _explain
 
@@ -63,14 +65,35 @@ def show(transform, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) 
     return _as_transform(transform).show(*args, limit=limit, **kwargs)
 
 
-def _split_vector(t: Transform, args: tuple) -> tuple[tuple, object]:
-    """The function's own arguments (bound) and the trailing vector, if given."""
+def _split_vector(t: Transform, args: tuple, kwargs: dict | None = None) -> tuple:
+    """``(request, primal, vector)``: the function's own arguments (bound, keyword
+    arguments among them), the request that serves a call with them (keyword-only
+    options and defaults left out are static there, as in a call), and the
+    trailing vector if given (by position, or by its name: ``v=``, ``u=``)."""
+    kwargs = dict(kwargs or {})
     n_primal = t.n_params - t.n_extra if t.n_params is not None else len(args) - t.n_extra
-    vector = args[n_primal] if t.n_extra and len(args) > n_primal else None
-    return t.bind_primal(args[:n_primal]), vector
+    name = VECTOR.get(t.kind)
+    sig = t.root_signature
+    vector = None
+    if t.n_extra and name in kwargs and name not in (*sig.names, *sig.kwonly_names):
+        vector = kwargs.pop(name)
+    elif t.n_extra and len(args) > n_primal:
+        vector, args = args[n_primal], args[:n_primal]
+    primal = t.bind_primal(args, kwargs)
+    if not kwargs:
+        return t.request, primal, vector
+    # (the vector's place holds a stand-in: only the function's own arguments matter here)
+    request, flat, _ = t._flattened(primal + (np.zeros(()),) * t.n_extra, keywords=True)
+    return request, flat[: len(flat) - t.n_extra], vector
 
 
-def explanation(transform, *args) -> str:
+def _keywords(t: Transform, primal: tuple) -> tuple[tuple, frozenset]:
+    """The function's keyword-only parameter names, and the positions of ``primal``
+    left to their defaults."""
+    return tuple(t.root_signature.kwonly_names), frozenset(i for i, a in enumerate(primal) if a is DEFAULT)
+
+
+def explanation(transform, *args, **kwargs) -> str:
     """The text :func:`explain` prints."""
     if isinstance(transform, Batched):
         t = transform.inner
@@ -79,14 +102,15 @@ def explanation(transform, *args) -> str:
         size = sizes.pop() if len(sizes) == 1 else "B"
         sample = tuple(np.take(np.asarray(a), 0, axis=ax) if ax is not None else a
                        for a, ax in zip(args, axes, strict=False))
-        primal, vector = _split_vector(t, sample)
-        return _explain.batched_explanation(t.request, primal, vector, size, axes, transform.out_axes)
+        request, primal, vector = _split_vector(t, sample, kwargs)
+        return _explain.batched_explanation(request, primal, vector, size, axes, transform.out_axes,
+                                            *_keywords(t, primal))
     t = _as_transform(transform)
-    primal, vector = _split_vector(t, args)
-    return _explain.explanation(t.request, primal, vector)
+    request, primal, vector = _split_vector(t, args, kwargs)
+    return _explain.explanation(request, primal, vector, *_keywords(t, primal))
 
 
-def explain(transform, *args, file=None) -> None:
+def explain(transform, *args, file=None, **kwargs) -> None:
     """Print what ``transform`` computes for arguments shaped like ``args``.
 
     The explanation states the function's shapes, its Jacobian (or Hessian)
@@ -103,6 +127,8 @@ def explain(transform, *args, file=None) -> None:
         *args: the arguments as the transform takes them; only shapes (and
             static arguments' values) matter.
         file: where to print (default ``sys.stdout``).
+        **kwargs: keyword arguments as the transform takes them (``alpha=0.1``,
+            or the vector by name: ``v=``, ``u=``).
 
     >>> import numpy as np, symjac as sj
     >>> def f(x):
@@ -119,4 +145,4 @@ def explain(transform, *args, file=None) -> None:
       cost, for these shapes (x: N = 4 entries; y: M = 16; f itself: 16 operations):
     ...
     """
-    print(explanation(transform, *args), file=file or sys.stdout)
+    print(explanation(transform, *args, **kwargs), file=file or sys.stdout)

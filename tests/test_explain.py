@@ -131,3 +131,26 @@ def test_explaining_an_array_sized_function_does_not_expand_it_to_scalars():
     W = np.random.default_rng(2).normal(size=(400, 400))
     text = explanation(sj.vjp(lambda x: np.tanh(W @ x)), np.zeros(400), np.ones(400))
     assert re.search(r"f itself: \d+ array operations", text) and re.search(r"builds it: \d+ array operations", text)
+
+
+def leaky(x, *, alpha=0.01, scale=1.0):
+    return np.where(x > 0, x, alpha * x) * scale
+
+
+def test_keyword_arguments_are_explained_as_the_call_takes_them():
+    """Keyword-only options as keywords, the vector by position or by name, and a
+    default left out never shown (it used to reach the tracer as a marker)."""
+    x = np.array([1.0, -2.0, 3.0])
+    text = explanation(sj.vjp(leaky), x, np.ones(3), alpha=0.2)
+    assert text.splitlines()[0] == "vjp of leaky with respect to x, at x, alpha = 0.2 with cotangent u"
+    assert "(held fixed: alpha = 0.2)" in text and "scale" not in text
+    assert "sj.jvp(leaky)(x, v, alpha=alpha) computes J·v" in text
+    assert "jax.vjp(lambda x: leaky(x, alpha=alpha), x)" in text
+    assert "this vjp, as symjac builds it:" in text
+    wrong = explanation(sj.jvp(leaky), x, v=np.ones(2), scale=2.0)
+    assert "✗ your v has shape (2,)" in wrong and "alpha" not in wrong
+    batched = explanation(sj.vmap(sj.grad(lambda x, *, w=1.0: np.sum(x * w))), np.ones((5, 3)), w=2.0)
+    assert "vmap over a batch of 5 samples" in batched and "held fixed: w = 2.0" in batched
+    out = io.StringIO()
+    sj.explain(sj.jacobian(leaky), x, alpha=0.3, file=out)
+    assert "alpha = 0.3" in out.getvalue()

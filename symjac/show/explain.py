@@ -87,10 +87,15 @@ def _code_name(request: Request, level: int = 1) -> str:
 
 
 class _Explainer:
-    def __init__(self, request: Request, primal: tuple, given_vector):
+    def __init__(self, request: Request, primal: tuple, given_vector, kwonly: tuple = (),
+                 left_out: frozenset = frozenset()):
         """``primal``: the function's own arguments, bound; ``given_vector``:
-        the trailing v or u if one was given."""
+        the trailing v or u if one was given; ``kwonly``: the names of keyword-only
+        parameters (written ``alpha=alpha`` in calls); ``left_out``: positions of
+        ``primal`` left to their defaults (not written at all)."""
         self.r = request
+        self.kwonly = set(kwonly)
+        self.left_out = left_out
         product = request.products[0]
         self.kind, self.n_extra = product.kind, product.n_extra
         self.static = request.static_argnums
@@ -123,6 +128,8 @@ class _Explainer:
     def signature(self) -> str:
         fixed = []
         for i, (name, a) in enumerate(zip(self.names, self.primal, strict=False)):
+            if i in self.left_out:
+                continue
             if i in self.static:
                 fixed.append(f"{name} = {a!r}")
             elif i not in self.argnums:
@@ -240,23 +247,37 @@ class _Explainer:
                 lines.append("  " + peers)
         return lines
 
+    def call_args(self, vector: str | None = None) -> str:
+        """The arguments of a call in code: ``x, w, v, alpha=alpha`` (positional ones,
+        the vector, then keyword-only ones; defaults left out are not written)."""
+        positional, keywords = [], []
+        by_name = False  # (after a positional argument left out, the rest go by name)
+        for i, name in enumerate(self.names[: len(self.primal)]):
+            if i in self.left_out:
+                by_name = by_name or name not in self.kwonly
+                continue
+            if name in self.kwonly or by_name:
+                keywords.append(f"{name}={name}")
+            else:
+                positional.append(name)
+        return ", ".join(positional + ([vector] if vector else []) + keywords)
+
     def peer_function(self) -> str:
         """``f``, or ``lambda w: loss(x, w, n)`` when other arguments are held fixed."""
-        primal_names = self.names[: len(self.primal)]
+        primal_names = [n for i, n in enumerate(self.names[: len(self.primal)]) if i not in self.left_out]
         if len(primal_names) == 1:
             return self.fname
         x = self.ins[0].name
-        return f"lambda {x}: {self.fname}({', '.join(primal_names)})"
+        return f"lambda {x}: {self.fname}({self.call_args()})"
 
     def other_question(self) -> list[str]:
         kind = self.kind
         if not self.ins or len(self.outs) != 1 or len(self.ins) != 1:
             return []
         x, y, f = self.ins[0], self.outs[0], self.fname
-        args = ", ".join(self.names[: len(self.primal)])
-        jvp = [f"sj.jvp({f})({args}, v) computes J·v, how {y.name} moves when {x.name} moves along v:",
+        jvp = [f"sj.jvp({f})({self.call_args('v')}) computes J·v, how {y.name} moves when {x.name} moves along v:",
                f"  v shaped like {x.name} {x.shape}, the result shaped like {y.name} {y.shape}"]
-        vjp = [f"sj.vjp({f})({args}, u) computes uᵀJ, a weighting u of {y.name} pulled back onto {x.name}:",
+        vjp = [f"sj.vjp({f})({self.call_args('u')}) computes uᵀJ, a weighting u of {y.name} pulled back onto {x.name}:",
                f"  u shaped like {y.name} {y.shape}, the result shaped like {x.name} {x.shape}"]
         if kind == "jvp":
             return ["for the other question, " + vjp[0], vjp[1]]
@@ -306,7 +327,8 @@ class _Explainer:
         if self.ins and len(primal_names) > 1 and self.kind != "jit":
             head += " with respect to " + ", ".join(v.name for v in self.ins) + ","
         head += " at " + ", ".join(
-            f"{n}" if i not in self.static else f"{n} = {self.primal[i]!r}" for i, n in enumerate(primal_names))
+            f"{n}" if i not in self.static else f"{n} = {self.primal[i]!r}" for i, n in enumerate(primal_names)
+            if i not in self.left_out)
         if self.n_extra:
             head += f" with {'cotangent' if self.kind == 'vjp' else 'tangent'} {self.names[-1]}"
         body = [self.signature()]
@@ -319,16 +341,19 @@ class _Explainer:
         return "\n".join([head] + ["  " + line for line in body])
 
 
-def explanation(request: Request, primal: tuple, given_vector=None) -> str:
+def explanation(request: Request, primal: tuple, given_vector=None, kwonly: tuple = (),
+                left_out: frozenset = frozenset()) -> str:
     """What ``request`` computes for the bound arguments ``primal`` (and the
-    trailing vector, if given): the text ``sj.explain`` prints."""
-    return _Explainer(request, primal, given_vector).text()
+    trailing vector, if given): the text ``sj.explain`` prints.  ``kwonly`` and
+    ``left_out``: see :class:`_Explainer`."""
+    return _Explainer(request, primal, given_vector, kwonly, left_out).text()
 
 
-def batched_explanation(request: Request, primal: tuple, given_vector, size, axes: list, out_axes) -> str:
+def batched_explanation(request: Request, primal: tuple, given_vector, size, axes: list, out_axes,
+                        kwonly: tuple = (), left_out: frozenset = frozenset()) -> str:
     """A vmap: the transform explained for one sample (``primal`` and
     ``given_vector`` are one sample's), and how results stack."""
-    inner = explanation(request, primal, given_vector)
+    inner = explanation(request, primal, given_vector, kwonly, left_out)
     batched_args = ", ".join(f"argument {i} (axis {ax})" for i, ax in enumerate(axes) if ax is not None)
     return "\n".join([
         f"vmap over a batch of {size} samples: {batched_args}; the others are shared",
