@@ -400,8 +400,8 @@ class Transform:
         [4*x_0,       0],
         [2*x_0, 6*x_1]])
         """
-        request, flat, _ = self._flattened(self.bind(args, kwargs))
-        return display.symbolic(request, flat, captured)
+        request, flat, structure = self._flattened(self.bind(args, kwargs))
+        return display.symbolic(request, flat, captured, self._rebuild_shown(structure))
 
     def sparsity(self, *args, **kwargs):
         """The exact structural nonzero pattern of a Jacobian or Hessian for
@@ -485,8 +485,19 @@ class Transform:
           H[0, 0] = 6*x_0
           H[1, 1] = 6*x_1
         """
-        request, flat, _ = self._flattened(self.bind(args, kwargs))
-        return display.shown(request, flat, limit, captured)
+        request, flat, structure = self._flattened(self.bind(args, kwargs))
+        return display.shown(request, flat, limit, captured, self._rebuild_shown(structure))
+
+    def _rebuild_shown(self, structure: tuple):
+        """How ``.show()`` and ``.symbolic()`` put a result into the containers of the
+        function's arguments and output, as a call returns it (``display.Rebuild``)."""
+        spec = self.spec
+
+        def rebuild(result, built):
+            if not structure and built.out_structure is None and not (spec.has_aux or spec.with_value):
+                return None
+            return self._rebuilt(result, structure, built)
+        return rebuild
 
     def __repr__(self) -> str:
         return f"<symjac {self.kind} of {self.fn_name}>"

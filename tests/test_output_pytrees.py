@@ -177,3 +177,32 @@ def test_repeated_calls_reuse_the_program():
     assert set(out) == {"loss", "logits", "extra"}
     g = sj.jit(lambda x: (np.sin(x), x ** 2))  # a flat tuple stays a tuple
     assert type(g(X)) is tuple and type(g(X)) is tuple
+
+
+def test_show_and_symbolic_keep_the_containers_a_call_returns():
+    """Entries are labelled by their place (J['logits']['W'][1, 2]); .symbolic() and
+    .show().expr have the call's structure, on both tiers."""
+    import sympy as sp
+
+    jac = sj.jacobian(_net)
+    shown = jac.show(P, X)
+    text = str(shown)
+    assert "J['loss']['W'][0, 0] = " in text and "J['logits']['b'][1, 1] = " in text, text
+    assert "J_0" not in text
+    sym = jac.symbolic(P, X)
+    assert set(sym) == {"loss", "logits", "extra"} and sym["extra"] is None
+    assert set(sym["logits"]) == {"W", "b"}
+    x = sp.symbols("x_0:3")
+    w = sp.symbols("p0_0_0:3")
+    expected = sp.diff(sp.tanh(sum(wi * xi for wi, xi in zip(w, x, strict=True)) + sp.Symbol("p1_0")), w[1])
+    got = sp.Array(sym["logits"]["W"])[0, 0, 1]
+    values = {name: RNG.normal() for name in ("x_0", "x_1", "x_2", "p0_0_0", "p0_0_1", "p0_0_2", "p1_0")}
+    by_name = lambda e: {s: values[s.name] for s in e.free_symbols}  # noqa: E731 (symbols by name)
+    assert float(got.subs(by_name(got))) == pytest.approx(float(expected.subs(by_name(expected))), rel=1e-12)
+    assert set(shown.expr) == set(sym)
+    grad = sj.grad(lambda p, x: _net(p, x)["loss"])
+    assert set(grad.symbolic(P, X)) == {"W", "b"}
+    assert "g['b'][1] = " in str(grad.show(P, X))
+    with sj.using_tier("array"):
+        notation = str(jac.show(P, X))
+    assert "J['logits']['W'][" in notation, notation

@@ -56,6 +56,19 @@ class Built:
     arrays: list  # the result's arrays, flattened
     leaves: Leaves
     dtype: np.dtype  # compute dtype of the program
+    outputs: products.Outputs | None = None  # the function's output (and aux) structure
+
+    @property
+    def single_output(self) -> bool:
+        return True if self.outputs is None else self.outputs.single
+
+    @property
+    def out_structure(self):
+        return None if self.outputs is None else self.outputs.structure
+
+    @property
+    def aux_structure(self):
+        return None if self.outputs is None else self.outputs.aux
 
 
 def _compute_dtype(specs: Sequence[ArgSpec]) -> np.dtype:
@@ -114,7 +127,7 @@ def _finish(partial: products.Partial, leaves: Leaves) -> Built:
     # compute as precisely as NumPy would: float32 code that meets a float64
     # constant produces float64 results, and so must compute in float64
     dtype = np.result_type(leaves.dtype, *(a.dtype for a in arrays if a.dtype.kind == "f"))
-    return Built(result, arrays, leaves, dtype)
+    return Built(result, arrays, leaves, dtype, partial.outputs)
 
 
 def build(request: Request, args: Sequence, values: bool = False) -> Built:

@@ -14,6 +14,7 @@ the DAG itself, so they are exactly the temporaries the kernel computes once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 
@@ -124,13 +125,14 @@ def _own_ops(node: sp.Basic) -> int:
     return 1
 
 
-def _entries(result, request: Request | None) -> list[tuple[str, tuple, list]]:
-    """``(label, shape, [(index, node), ...])`` per result array, zeros dropped."""
+def _entries(result, request: Request | None, paths: list[str] | None = None) -> list[tuple[str, tuple, list]]:
+    """``(label, shape, [(index, node), ...])`` per result array, zeros dropped
+    (``paths``: each array's label, where the result is a container)."""
     arrays = flatten_result(result)
     kind = request.kind if request is not None else "jit"
     base = LABELS.get(kind, "r")
-    labels = [base] * len(arrays)
-    if len(arrays) > 1:
+    labels = [base] * len(arrays) if paths is None else list(paths)
+    if len(arrays) > 1 and paths is None:
         product = request.products[0]
         names = request.names(max(product.argnums, default=-1) + 1)
         wrt = [names[a] for a in product.argnums]
@@ -185,11 +187,13 @@ class Shown:
     ([(τ₁, exp(x_0**2 + x_1**2))], [2*x_0*τ₁, 2*x_1*τ₁])
     """
 
-    def __init__(self, result, title: str, request: Request | None = None, limit: int | None = DEFAULT_LIMIT):
+    def __init__(self, result, title: str, request: Request | None = None, limit: int | None = DEFAULT_LIMIT,
+                 paths: list[str] | None = None, rebuild: Callable | None = None):
         self._result = result
         self.title = title
         self.limit = limit
-        self.arrays = _entries(result, request)
+        self.arrays = _entries(result, request, paths)
+        self._rebuild = rebuild  # the result's containers around its parts (None: plain tuples)
         roots = [n for _, _, cells in self.arrays for _, n in cells]
         self._roots = roots
         self._uses = _use_counts(roots)
@@ -248,12 +252,14 @@ class Shown:
         zero = g.ZERO
         values = [[self._memo.get(n, n) if n is not zero else zero for n in a.elems.reshape(-1)]
                   for a in flatten_result(self._result)]
-        return _restructure(self._result, iter(values))
+        value = _restructure(self._result, iter(values))
+        return value if self._rebuild is None else self._rebuild(value)
 
     @property
     def expr(self):
         """The plain SymPy result with every name substituted, as ``.symbolic()`` returns it."""
-        return to_sympy(self._result)
+        value = to_sympy(self._result)
+        return value if self._rebuild is None else self._rebuild(value)
 
     # -- printing ------------------------------------------------------------------------
 
@@ -354,6 +360,10 @@ def _lhs_text(kind: str, lhs) -> str:
 
 
 def _latex_label(kind: str, index: tuple) -> str:
+    if "[" in kind or "." in kind:  # a part of a container: J['W1'], out.loss
+        cut = min(p for p in (kind.find("["), kind.find(".")) if p >= 0)
+        name = kind[:cut] + r"\texttt{" + kind[cut:].replace("_", r"\_").replace("'", r"\textquotesingle ") + "}"
+        return name if index == () else name + "[" + ", ".join(map(str, index)) + "]"
     base, _, sub = kind.partition("_")
     name = {"div": r"\nabla\cdot f", "lap": r"\Delta f", "uJ": r"u^{\top}J", "Jv": "Jv", "Hv": "Hv"}.get(base, base)
     if sub:
@@ -402,26 +412,80 @@ def _values(captured: str) -> bool:
     return captured == "values"
 
 
-def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT, captured: str = "symbols"):
+#: ``rebuild(result, built)``: a result (nested tuples, as the runtime returns it) put into the
+#: containers of the function's arguments and output, as a call returns it; None when there are none
+Rebuild = Callable[[object, object], object]
+
+
+def _indexed(template, counter) -> object:
+    """A result's nesting (``template``: a symbolic result, or a runtime template) with
+    the array numbers 0, 1, ... as its leaves."""
+    if template is None or isinstance(template, (SymArray, SymSparse)):
+        return next(counter)
+    return tuple(_indexed(t, counter) for t in template)
+
+
+def _leaf_paths(value, prefix: str, out: dict) -> None:
+    """``out[k]``: how array number ``k`` is reached in a rebuilt result (``J['W1']``)."""
+    if isinstance(value, int):
+        out[value] = prefix
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _leaf_paths(v, f"{prefix}[{k!r}]", out)
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        for f in value._fields:
+            _leaf_paths(getattr(value, f), f"{prefix}.{f}", out)
+    elif isinstance(value, (tuple, list)):
+        for k, v in enumerate(value):
+            _leaf_paths(v, f"{prefix}[{k}]", out)
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            _leaf_paths(getattr(value, f.name), f"{prefix}.{f.name}", out)
+
+
+def _paths(n: int, template, built, base: str, rebuild: Rebuild) -> list[str] | None:
+    """The label of each of the ``n`` result arrays by its place in the containers
+    (``J['a'][0]``), or None where the result is plain arrays (labelled as before:
+    ``J_0``, ``J_x``)."""
+    rebuilt = rebuild(_indexed(template, iter(range(n))), built)
+    if rebuilt is None:
+        return None
+    found: dict = {}
+    _leaf_paths(rebuilt, base, found)
+    return [found.get(k, f"{base}_{k}") for k in range(n)]
+
+
+def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT, captured: str = "symbols",
+          rebuild: Rebuild | None = None):
     """The :class:`Shown` result of ``request`` for bound arguments shaped like ``args``
-    (an :class:`~.tensor_display.IndexNotation` for an array-tier program)."""
+    (an :class:`~.tensor_display.IndexNotation` for an array-tier program); ``rebuild``:
+    see :data:`Rebuild` (entries are then labelled by their place: ``J['W1'][0, 1]``)."""
     built = build.build_shown(request, args, _values(captured))
     if isinstance(built, build.tensor.TensorProgram):
-        return index_notation(built, request, args)
-    return Shown(built.result, title_of(request, args), request, limit)
+        return index_notation(built, request, args, rebuild)
+    n = len(flatten_result(built.result))
+    paths = None if rebuild is None else _paths(n, built.result, built, LABELS.get(request.kind, "r"), rebuild)
+    again = None if paths is None else (lambda value: rebuild(value, built))
+    return Shown(built.result, title_of(request, args), request, limit, paths, again)
 
 
-def symbolic(request: Request, args: tuple, captured: str = "symbols"):
-    """``.symbolic()``: SymPy expressions (index notation for an array-tier program)."""
+def symbolic(request: Request, args: tuple, captured: str = "symbols", rebuild: Rebuild | None = None):
+    """``.symbolic()``: SymPy expressions (index notation for an array-tier program),
+    in the containers of the function's arguments and output (``rebuild``)."""
     built = build.build_shown(request, args, _values(captured))
     if isinstance(built, build.tensor.TensorProgram):
-        return index_notation(built, request, args)
-    return to_sympy(built.result)
+        return index_notation(built, request, args, rebuild)
+    value = to_sympy(built.result)
+    rebuilt = None if rebuild is None else rebuild(value, built)
+    return value if rebuilt is None else rebuilt
 
 
-def index_notation(program, request: Request, args: tuple) -> tensor_display.IndexNotation:
+def index_notation(program, request: Request, args: tuple, rebuild: Rebuild | None = None
+                   ) -> tensor_display.IndexNotation:
     label = LABELS.get(request.kind, "y")
     outs = program.outputs
     out_names = [label] if len(outs) == 1 else [f"{label}{k}" for k in range(len(outs))]
+    if rebuild is not None:
+        out_names = _paths(len(outs), program.template, program, label, rebuild) or out_names
     title = f"{title_of(request, args)} (array tier: {program.n_ops} array operations)"
     return tensor_display.index_notation(outs, program.names, out_names, title)
