@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import sympy as sp
 
+from .._errors import ArgumentError
 from ..ir import graph as g
 from ..ir import ops as _ops
 from ..ir import tensor as t
@@ -614,6 +615,22 @@ def _merged(m: t.Node, single: list[bool]) -> t.Node:
     return t.Node("map", tuple(operands), t.Body(expr, len(operands)), m.shape, m.dtype)
 
 
+def check_bound(values: np.ndarray, bound) -> None:
+    """Every entry of the integer input ``values`` in ``0 .. bound.stop - 1``."""
+    if not values.size:
+        return
+    low, high = values.min(), values.max()
+    if low >= 0 and high < bound.stop:
+        return
+    bad = low if low < 0 else high
+    why = "NumPy refuses negative indices" if bad < 0 else \
+        "minlength is the result's length when the indices are passed at run time"
+    raise ArgumentError(
+        f"{bound.what}: expected every index in 0..{bound.stop - 1} ({why}) -> got {bad} -> "
+        + ("check the indices." if bad < 0 else "pass a larger minlength (the number of bins), or check the indices.")
+    )
+
+
 #: operations whose result is a view of an operand (never handed out as a result)
 VIEWS = ("reshape", "slice")
 
@@ -632,8 +649,10 @@ class Plan:
     #: constant results larger than this many entries are computed on every run instead
     FOLD_LIMIT = 1 << 22
 
-    def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None):
+    def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None, bounds: Sequence = ()):
         outputs = merge_maps(outputs)
+        #: integer inputs whose entries must lie in ``0 .. stop - 1`` (``.index``, ``.stop``, ``.what``)
+        self.bounds = tuple(bounds)
         self.dtype = np.dtype(dtype)
         #: ``fuse(body, operand shapes, shape, dtype)``: a map's compiled loop (``runtime/fused.py``,
         #: ``.run(operands, out, shape, numpy_pass) -> value``), or None where NumPy's passes serve
@@ -770,6 +789,8 @@ class Plan:
         return run, pooled
 
     def run(self, leaves: Sequence[np.ndarray]) -> list[np.ndarray]:
+        for bound in self.bounds:
+            check_bound(leaves[bound.index], bound)
         if self.fused:
             self.runs += 1
             for loop in self.fused:

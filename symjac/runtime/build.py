@@ -22,7 +22,7 @@ from ..diff import products
 from ..ir import graph as g
 from ..trace import integers
 from ..trace import reads as _reads
-from ..trace.symarray import ReadArray, SymArray
+from ..trace.symarray import ArrayTierOnly, ReadArray, SymArray
 from ..trace.tracer import ArgSpec, input_symbols, tracing
 from . import layout, tensor, warm
 from .leaves import call_arguments, leaf_layout
@@ -192,8 +192,9 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
     traced once, as before the array tier existed."""
     positions, names, specs, shape_of_args = leaf_layout(request, args)
 
-    def array():
-        return tensor.build(request, args, positions, names, specs, shape_of_args, _compute_dtype(specs))
+    def array(specific: bool = False):
+        return tensor.build(request, args, positions, names, specs, shape_of_args, _compute_dtype(specs),
+                            specific=specific)
 
     choice = _config.tier()
     sparse = any(s.sparse for s in request.products)
@@ -218,8 +219,15 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
         program_.why = f"array tier: the function is array-sized (its scalar trace passed {passed})"
         return program_, False
     except (UnsupportedOperationError, TracerConversionError) as exc:
-        program_, _ = array()
+        program_, why = array(specific=True)
         if program_ is None:
+            if isinstance(exc, ArrayTierOnly):  # (its message assumes the tier was chosen by a setting)
+                fix = ("compute that step in floats (for example np.maximum(counts, 1.0), not np.maximum(counts, 1))"
+                       if "integer arithmetic" in why else "rewrite that step, or compute it outside and pass it in")
+                raise UnsupportedOperationError(
+                    f"{exc.label} is traced on the array tier only: expected a function the array tier traces "
+                    f"-> got a step it does not ({why.removeprefix('scalar tier: ')}) -> {fix}."
+                ) from exc
             raise
         program_.why = f"array tier: the scalar tier does not trace it ({str(exc).split('. ')[0]})"
         return program_, False

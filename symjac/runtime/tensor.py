@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._errors import ResourceLimitError
+from .._errors import ResourceLimitError, SymjacError
 from ..backend import tensor_eval
 from ..diff import tensor as dt
 from ..ir import tensor as t
@@ -33,17 +33,20 @@ from .request import Request
 from .stats import STATS
 
 
-def build(request: Request, args: Sequence, positions, names, specs, shape_of_args, dtype, values: bool = False):
+def build(request: Request, args: Sequence, positions, names, specs, shape_of_args, dtype, values: bool = False,
+          specific: bool = False):
     """``(TensorProgram, "")`` for these arguments, or ``(None, why)`` when the
     array tier cannot trace the function (the scalar tier then builds it).
-    ``values``: arrays the function reads from its objects are constants (for display)."""
+    ``values``: arrays the function reads from its objects are constants (for display).
+    ``specific``: the scalar tier could not trace it either, so an error of symjac's that
+    says what the array tier needs (``minlength=`` for run-time bincount) is raised."""
     if any(s.sparse for s in request.products):
         return None, "scalar tier: sparse results are built on the scalar tier"
     def make(name, shape, dtype_, index):  # an array the function reads from its objects: an input
         return tt.ReadTArray(t.input_(index, name, shape, dtype_))
 
     try:
-        with tt.active():
+        with tt.active() as bounds:
             placeholders = [tt.TArray(t.input_(k, name, s.shape, s.dtype)) for k, (name, s)
                             in enumerate(zip(names, specs, strict=True))]
             call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
@@ -56,12 +59,17 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
             )
     except ResourceLimitError:
         raise
+    except SymjacError as exc:
+        if specific and not isinstance(exc, tt.NotArrayTraceable):
+            raise
+        return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
+            f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
     except Exception as exc:  # the scalar tier traces it, or explains why it cannot
         return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
             f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
     positions = list(positions) + [(len(args) + j, None) for j in range(len(read.names))]
     specs = list(specs) + [ArgSpec(p.node.shape, p.node.dtype) for p in read.placeholders]
-    program = TensorProgram(request, positions, list(names) + read.names, specs, result, dtype, "")
+    program = TensorProgram(request, positions, list(names) + read.names, specs, result, dtype, "", bounds)
     program.single_output = facts["outputs"].single
     program.aux_structure = facts["outputs"].aux
     program.out_structure = facts["outputs"].structure
@@ -98,7 +106,7 @@ class TensorProgram(_NothingToCompile):
     reads = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
     read_paths: list = []  #: how each of them is read (``self.W``)
 
-    def __init__(self, request: Request, positions, names, specs, result, dtype, why: str):
+    def __init__(self, request: Request, positions, names, specs, result, dtype, why: str, bounds=()):
         self.request = request
         self.leaves = [tuple(p) for p in positions]
         self.names = list(names)
@@ -108,7 +116,8 @@ class TensorProgram(_NothingToCompile):
         self.out_shapes = [o.shape for o in self.outputs]
         self.out_dtypes = [o.dtype for o in self.outputs]
         self.dtype = np.result_type(dtype, *(o.dtype for o in self.outputs if o.dtype.kind == "f"))
-        self.plan = tensor_eval.Plan(self.outputs, len(self.leaves), self.dtype, fused.fuse)
+        self.bounds = tuple(bounds)  #: run-time integer inputs checked on every call (``trace.tensor.Bound``)
+        self.plan = tensor_eval.Plan(self.outputs, len(self.leaves), self.dtype, fused.fuse, self.bounds)
         self.n_ops = self.plan.n_steps
         self.why = why
         self.last_used = 0
@@ -189,7 +198,7 @@ class TensorProgram(_NothingToCompile):
                     if flag and n is not None:
                         mapping[n] = t.input_(k, n.param.name, (size,) + n.shape, n.dtype)
                 outputs = tb.batch(self.outputs, mapping, (size,))
-            plan = tensor_eval.Plan(outputs, len(self.leaves), self.dtype, fused.fuse)
+            plan = tensor_eval.Plan(outputs, len(self.leaves), self.dtype, fused.fuse, self.bounds)
             if len(self._batch_plans) >= 8:
                 self._batch_plans.pop(next(iter(self._batch_plans)))
             self._batch_plans[key] = plan

@@ -657,17 +657,28 @@ ARRAY_TIER_ONLY = [
     ("np.linalg.cholesky", "linear algebra",
      "lower (or upper=True) Cholesky factor, any size (stacks too), on the array tier; reads one triangle, "
      "as NumPy does; derivative L Φ(L⁻¹ dA L⁻ᵀ)"),
+    ("np.bincount", "reduction",
+     "counts, or sums of weights, per index; indices passed at run time need minlength= (the result's length, "
+     "checked on every call), on the array tier; derivative in the weights: a gather"),
     ("np.linalg.slogdet", "linear algebra",
      "(sign, log|det|), any size (stacks too), on the array tier; derivative of log|det| inv(a)ᵀ, of sign zero"),
 ]
 
 
+class ArrayTierOnly(UnsupportedOperationError):
+    """An operation only the array tier traces, met on the scalar tier."""
+
+    def __init__(self, message: str, label: str):
+        super().__init__(message)
+        self.label = label
+
+
 def unsupported(label: str) -> UnsupportedOperationError:
     if any(label == name for name, _, _ in ARRAY_TIER_ONLY):
-        return UnsupportedOperationError(
+        return ArrayTierOnly(
             f"{label} is traced on the array tier only{user_location()}. This program is built on the "
             "scalar tier (sj.set_tier('scalar'), or sparse=True, which only the scalar tier gives). Use the "
-            "default tier choice (sj.set_tier('auto')) without sparse=True."
+            "default tier choice (sj.set_tier('auto')) without sparse=True.", label
         )
     return UnsupportedOperationError(
         f"{label} is not supported by symjac's tracer{user_location()}. symjac traces "

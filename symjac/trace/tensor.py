@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import dataclasses
 import math
 import string
 from collections.abc import Callable, Iterator, Sequence
@@ -40,17 +41,34 @@ class NotArrayTraceable(UnsupportedOperationError):
 _ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("symjac_array_tier", default=False)
 #: id(array) -> (array, name) of the arrays the traced function read from its globals and closures
 _NAMES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("symjac_array_names", default=None)
+#: the checks of run-time integer inputs the trace's operations need (see :class:`Bound`)
+_BOUNDS: contextvars.ContextVar[list | None] = contextvars.ContextVar("symjac_array_bounds", default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """A run-time integer input whose every entry must lie in ``0 .. stop - 1`` for the
+    program's result to be NumPy's (``np.bincount(y, minlength=stop)``: a larger label
+    would lengthen NumPy's result, a negative one is NumPy's error); checked on every call."""
+
+    index: int  #: which runtime input
+    stop: int
+    what: str  #: the call, for the message (``np.bincount(y, weights=..., minlength=4)``)
 
 
 @contextlib.contextmanager
-def active() -> Iterator[None]:
-    """The array tier is tracing: array constructors in traced code give TArrays."""
+def active() -> Iterator[list]:
+    """The array tier is tracing: array constructors in traced code give TArrays.
+    Yields the list of :class:`Bound` checks the trace's operations add."""
     token = _ACTIVE.set(True)
     names = _NAMES.set({})
+    bounds: list = []
+    bounds_token = _BOUNDS.set(bounds)
     try:
         with t.building(), g.building():
-            yield
+            yield bounds
     finally:
+        _BOUNDS.reset(bounds_token)
         _NAMES.reset(names)
         _ACTIVE.reset(token)
 
@@ -698,6 +716,47 @@ def _vstack(tup, dtype=None, casting=None):
     return _concatenate(arrs, 0, dtype=dtype)
 
 
+def _bincount(x, /, weights=None, minlength=0):
+    """np.bincount: a scatter-add of the weights (ones without them) at the indices.
+    Indices passed at run time need ``minlength``: it is then the result's length, and
+    every call checks that the indices lie below it (NumPy's result would be longer)."""
+    if not is_tarray(x):
+        counts = np.bincount(np.asarray(x), minlength=minlength)  # NumPy's checks and length
+        if weights is None:
+            return counts
+        idx = t.const(np.asarray(x).astype(np.intp))
+        length = counts.shape[0]
+    else:
+        n = as_node(x)
+        if n.dtype.kind not in "iu" or n.ndim != 1:
+            raise TypeError(f"np.bincount: expected a 1-d array of non-negative integers -> got {n.dtype} of "
+                            f"shape {n.shape} -> pass integer labels (y.astype(int)).")
+        if n.op != "input":
+            raise UnsupportedOperationError(
+                "np.bincount of indices computed inside the traced function: expected the indices as an "
+                "argument (they are checked on every call against minlength) -> got indices computed from "
+                "one -> compute them outside and pass them in, or use np.add.at into np.zeros(length)."
+            )
+        if not minlength:
+            raise UnsupportedOperationError(
+                f"np.bincount({n.param.name}) of indices passed at run time: expected minlength= (the number of "
+                f"bins) -> got none, and without it the result's length, max({n.param.name}) + 1, depends on the "
+                "values -> pass minlength=, e.g. the number of classes; symjac then checks on every call that "
+                "the indices are below it."
+            )
+        _BOUNDS.get().append(Bound(n.param.index, int(minlength), f"np.bincount({n.param.name}, "
+                                   f"{'weights=..., ' if weights is not None else ''}minlength={minlength})"))
+        idx, length = n, int(minlength)
+    if weights is None:
+        values = t.fill(1, idx.shape, np.int64)
+    else:
+        w = as_node(weights)
+        if w.shape != idx.shape:
+            raise ValueError("The weights and list don't have the same length.")
+        values = t.cast(w, np.float64)  # (NumPy sums the weights in double precision)
+    return TArray(t.scatter(values, [idx], 0, (length,)))
+
+
 def _take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None or mode != "raise":
         raise _refuse("np.take(..., out=/mode=)")
@@ -1185,7 +1244,7 @@ _BY_FUNC: dict = {
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.broadcast_to: _broadcast_to,
     np.atleast_1d: _atleast(1), np.atleast_2d: _atleast(2),
     np.concatenate: _concatenate, np.stack: _stack, np.hstack: _hstack, np.vstack: _vstack,
-    np.take: _take, np.copy: lambda a, order="K", subok=False: TArray(_as_t(a).node),
+    np.take: _take, np.bincount: _bincount, np.copy: lambda a, order="K", subok=False: TArray(_as_t(a).node),
     np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0), np.full_like: _full_like,
     np.array: array, np.asarray: lambda a, dtype=None, order=None, **kw: array(a, dtype, copy=False),
     np.shape: lambda a: _as_t(a).shape, np.ndim: lambda a: _as_t(a).ndim, np.size: lambda a, axis=None: (
