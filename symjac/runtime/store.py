@@ -191,6 +191,8 @@ def clear() -> None:
     for program, (table_ref, key) in list(_LIVE.items()):
         _drop(program, table_ref, key)
         program.retire()
-    for name in [m for m in sys.modules if m.startswith("symjac_kernels.")]:
-        del sys.modules[name]
+    # (a snapshot: list() copies the keys without releasing the GIL, while a comprehension over
+    # the live dict can meet a background thread importing a module: "changed size during iteration")
+    for name in [m for m in list(sys.modules) if m.startswith("symjac_kernels.")]:
+        sys.modules.pop(name, None)
     bump()
