@@ -347,14 +347,14 @@ def _binary_plan(ein: t.Ein, shapes):
     prod = math.prod
     nb, nfa, nfb, nk = (prod(sizes[c] for c in s) for s in (batch, free_a, free_b, contracted))
     if batch and nfa * nfb * nk < 512:
-        # many tiny products (a sum over two tangents for each of 4,096 x 64 entries): one
-        # broadcast multiply and a sum beat a matrix product per batch entry
-        order = batch + free_a + free_b + contracted
-        fa = _compose(pa, _arranged(a_keep, order, sizes, None)) or (lambda x: x)
-        fb = _compose(pb, _arranged(b_keep, order, sizes, None)) or (lambda x: x)
-        axes = tuple(range(len(order) - len(contracted), len(order)))
+        # many tiny products (a sum over two tangents for each of 4,096 x 64 entries): NumPy's
+        # einsum loop beats a matrix product per batch entry, and a broadcast multiply and a
+        # sum (which writes the whole product first: 383 against 151 us for 4,096 x 2 x 32)
+        fa = pa or (lambda x: x)
+        fb = pb or (lambda x: x)
+        inner = f"{a_keep},{b_keep}->{batch + free_a + free_b}"
         finish = _unary_plan(batch + free_a + free_b, out, sizes) or (lambda x: x)
-        return _Core(lambda a, b, buf: finish(np.multiply(fa(a), fb(b)).sum(axis=axes, out=buf)),
+        return _Core(lambda a, b, buf: finish(np.einsum(inner, fa(a), fb(b), out=buf)),
                      tuple(sizes[c] for c in batch + free_a + free_b))
     # a matrix product: (batch, free_a, contracted) @ (batch, contracted, free_b), vectors kept 1-d
     shape_a = ((nb,) if batch else ()) + ((nfa,) if free_a else ()) + (nk,)
