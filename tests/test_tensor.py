@@ -424,3 +424,37 @@ def test_large_placements_scatters_and_joins_are_written_into_reused_arrays():
         want_t = np.concatenate([np.cos(x) * v, 2 * x * v])
         want_t[100:200] = 3.0 * v[:100]
         np.testing.assert_allclose(got_t, want_t, rtol=1e-14, atol=0)
+
+
+def test_small_programs_run_as_straight_line_calls_with_the_interpreters_results():
+    """A plan of small arrays runs its steps as one function of straight-line calls, and a
+    small element function likewise; both give the interpreter's bits, ``out=`` included."""
+    from symjac.backend import tensor_eval
+    from symjac.ir import graph as g
+
+    with t.building(), g.building():
+        x = t.input_(0, "x", (5,), np.dtype(np.float64))
+        y = t.input_(1, "y", (3, 5), np.dtype(np.float64))
+        expr = g.mul(g.add(t.PH[0], g.const(1.5)), g.pow_(t.PH[1], g.const(2)))
+        body = t.map_(expr, [x, y], np.float64).param
+    xs = [RNG.normal(size=5), RNG.normal(size=(3, 5))]
+    straight = tensor_eval.element_function(body, np.float64, [(5,), (3, 5)])
+    interpreted = tensor_eval.element_function(body, np.float64, None)
+    assert straight.__code__.co_filename == "<symjac element function>"
+    assert interpreted.__code__.co_filename != "<symjac element function>"
+    expected = (xs[0] + 1.5) * xs[1] ** 2
+    np.testing.assert_array_equal(straight(*xs), expected)
+    np.testing.assert_array_equal(interpreted(*xs), expected)
+    out = np.empty((3, 5))
+    assert straight(*xs, out=out) is out
+    np.testing.assert_array_equal(out, expected)
+
+    f = lambda x: np.tanh(W @ x + b) * x[0]  # noqa: E731
+    small = _program(sj.jacobian(f), _x(4))
+    assert small.plan._straight is not None
+    with sj.using_tier("scalar"):
+        expected = sj.jacobian(f)(_x(4) * 0 + 0.7)
+    with sj.using_tier("array"):
+        np.testing.assert_allclose(sj.jacobian(f)(_x(4) * 0 + 0.7), expected, rtol=1e-13, atol=1e-15)
+    big = _program(sj.jit(lambda x: np.tanh(x) * x), np.ones(20_000))
+    assert big.plan._straight is None  # (pooled arrays: the interpreter's loop)

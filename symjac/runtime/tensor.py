@@ -133,12 +133,14 @@ class TensorProgram(_NothingToCompile):
     def leaf_arrays(self, args: Sequence) -> list[np.ndarray]:
         """The runtime inputs of ``args``: floats in the program's dtype, integers as they are."""
         out = []
+        dtype = self.dtype
         for i, k in self.leaves:
-            a = np.asarray(args[i] if k is None else args[i][k])
-            if a.dtype.kind == "f" and a.dtype != self.dtype:
-                a = a.astype(self.dtype)
-            elif a.dtype.kind not in "fiub":
-                a = a.astype(self.dtype)
+            a = args[i] if k is None else args[i][k]
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
+            kind = a.dtype.kind
+            if (kind == "f" and a.dtype != dtype) or kind not in "fiub":
+                a = a.astype(dtype)
             out.append(a)
         return out
 
