@@ -456,5 +456,37 @@ def test_small_programs_run_as_straight_line_calls_with_the_interpreters_results
         expected = sj.jacobian(f)(_x(4) * 0 + 0.7)
     with sj.using_tier("array"):
         np.testing.assert_allclose(sj.jacobian(f)(_x(4) * 0 + 0.7), expected, rtol=1e-13, atol=1e-15)
-    big = _program(sj.jit(lambda x: np.tanh(x) * x), np.ones(20_000))
-    assert big.plan._straight is None  # (pooled arrays: the interpreter's loop)
+    # a program with pooled arrays: the same arrays drawn and given back as in the loop
+    big = _program(sj.grad(lambda x: np.sum(np.tanh(x[1:] * x[:-1]) ** 2 + x[1:] * 3.0)), np.ones(20_000))
+    assert big.plan._straight is not None
+    x = RNG.normal(size=20_000)
+    straight = [big.plan.run([x]) for _ in range(3)]
+    pool = big.plan._pools.pool
+    taken = {key: len(stack) for key, stack in pool.free.items()}
+    big.plan._straight = None
+    looped = [big.plan.run([x]) for _ in range(3)]
+    assert {key: len(stack) for key, stack in pool.free.items()} == taken
+    for a, c in zip(straight + looped, looped + straight, strict=True):
+        np.testing.assert_array_equal(a[0], c[0])
+
+
+def test_a_sum_of_outer_products_runs_as_one_matrix_product():
+    """An RNN's weight gradient sums one outer product per step: the plan stacks the
+    factors and multiplies once; the gradient is the scalar tier's to rounding."""
+    from symjac.backend import tensor_eval
+
+    Wr = RNG.normal(size=(6, 6)) / 3
+    xs = RNG.normal(size=(5, 6))
+
+    def loss(M):
+        h = np.zeros(6)
+        for k in range(5):
+            h = np.tanh(M @ h + xs[k])
+        return np.sum(h ** 2)
+
+    program = _program(sj.grad(loss), Wr)
+    products = [n for n in t.topo_order(program.outputs) if n.op == "einsum" and n.shape == (6, 6)]
+    planned = [n for n in t.topo_order(tensor_eval.stack_products(program.outputs))
+               if n.op == "einsum" and n.shape == (6, 6)]
+    assert len(products) >= 4 and len(planned) == 1, (len(products), len(planned))
+    _close(*_both(sj.grad(loss), Wr))

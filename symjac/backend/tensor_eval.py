@@ -569,6 +569,68 @@ def _as_map(n: t.Node) -> t.Node:
     return t.Node("map", tuple(n.args), t.Body(g.mul(t.PH[0], t.PH[1]), 2), n.shape, n.dtype)
 
 
+#: a sum of at least this many products of one form becomes one product of stacked operands
+STACK_MIN = 3
+
+
+def _plain_sum(m: t.Node) -> bool:
+    """Whether the map ``m`` is the sum of its operands, each once."""
+    expr = m.param.expr
+    return expr.func is g.Add and set(expr.args) == set(t.PH[: len(m.args)]) and len(expr.args) == len(m.args)
+
+
+def stack_products(outputs: Sequence[t.Node]) -> list[t.Node]:
+    """The program with each sum of products of one form, ``Σ_t f(a_t, b_t)`` for the
+    same product ``f`` (an RNN's weight gradient: one outer product ``δ_t h_tᵀ`` per
+    step), as the one product ``f`` over the stacked operands, summed over the stack:
+    ``[δ_1 … δ_T]ᵀ [h_1 … h_T]``, a matrix product, instead of T products each
+    written whole and a T-operand sum.  Only where the products expand their operands
+    (each operand at most a quarter of the result): stacking large operands would copy
+    more than it saves.  The plan's rewrite only, as :func:`merge_maps`."""
+    order = t.topo_order(outputs)
+    readers: dict = {}
+    for n in order:
+        for a in set(n.args):
+            readers[a] = readers.get(a, 0) + 1
+    for o in outputs:
+        readers[o] = readers.get(o, 0) + 1
+    new: dict = {}
+    for n in order:
+        args = tuple(new[a] for a in n.args)
+        m = n if args == n.args else t.Node(n.op, args, n.param, n.shape, n.dtype)
+        if m.op == "map" and m.dtype.kind == "f" and len(m.args) >= STACK_MIN and _plain_sum(m):
+            m = _stacked_sum(m, [readers[a] == 1 for a in n.args])
+        new[n] = m
+    return [new[o] for o in outputs]
+
+
+def _stacked_sum(m: t.Node, single: list[bool]) -> t.Node:
+    groups: dict = {}
+    for k, p in enumerate(m.args):
+        if (single[k] and p.op == "einsum" and len(p.args) == 2 and not p.param.safe and p.shape == m.shape
+                and p.dtype == m.dtype and all(4 * a.size <= p.size for a in p.args)):
+            key = (p.param, p.args[0].shape, p.args[1].shape, p.args[0].dtype, p.args[1].dtype)
+            groups.setdefault(key, []).append(k)
+    stacked, used = [], set()
+    for (ein, shape_a, shape_b, _, _), ks in groups.items():
+        if len(ks) < STACK_MIN:
+            continue
+        letter = next(c for c in t.LETTERS if c not in "".join(ein.subs) + ein.out)
+        parts = [[t.reshape(m.args[k].args[j], (1,) + shape) for k in ks] for j, shape in ((0, shape_a), (1, shape_b))]
+        product = t.einsum([t.concat(parts[0], 0), t.concat(parts[1], 0)], [letter + ein.subs[0], letter + ein.subs[1]],
+                           ein.out, dtype=m.dtype, sizes=ein.size_of())
+        if product is None:
+            continue
+        stacked.append(product)
+        used.update(ks)
+    if not stacked:
+        return m
+    operands = stacked + [a for k, a in enumerate(m.args) if k not in used]
+    if len(operands) == 1:
+        return operands[0]
+    return t.Node("map", tuple(operands), t.Body(g.add(*t.PH[: len(operands)]), len(operands)), m.shape, m.dtype)
+
+
 def merge_maps(outputs: Sequence[t.Node]) -> list[t.Node]:
     """The program with chains of element functions merged: a map read by one
     other map only, of the same shape and dtype, becomes part of that map's
@@ -679,7 +741,7 @@ class Plan:
     FOLD_LIMIT = 1 << 22
 
     def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None, bounds: Sequence = ()):
-        outputs = merge_maps(outputs)
+        outputs = merge_maps(stack_products(outputs))
         #: integer inputs whose entries must lie in ``0 .. stop - 1`` (``.index``, ``.stop``, ``.what``)
         self.bounds = tuple(bounds)
         self.dtype = np.dtype(dtype)
@@ -751,24 +813,35 @@ class Plan:
         self.n_leaves = n_leaves
         self.n_steps = len(self.steps)
         self._pools = threading.local()
-        #: a plan of small arrays only (nothing pooled, no compiled loops): its steps as one
-        #: function of straight-line calls (the loop below costs ~0.8 us a step)
-        self._straight = self._straight_line() if not self.fused and not any(
-            step[4] is not None for step in self.steps) else None
+        #: the steps as one function of straight-line calls (the loop in :meth:`run` costs ~0.8 us
+        #: a step: 184 steps of an RNN's gradient), for programs of at most STRAIGHT_STEPS steps
+        self._straight = self._straight_line() if self.n_steps <= self.STRAIGHT_STEPS else None
+
+    #: longer programs run through the loop in :meth:`run` (their text would take long to compile)
+    STRAIGHT_STEPS = 4000
 
     def _straight_line(self):
-        """``run(leaves, fixed) -> [values of the outputs]``: the steps as calls on locals.
-        The text holds only names this method makes (``v7 = s2(v3, v5)``); the step
-        functions are bound by name."""
+        """``run(leaves, fixed, pool, dtype) -> [values of the outputs]``: the steps as calls
+        on locals, arrays drawn from and given back to ``pool`` exactly as :meth:`run`'s loop
+        does.  The text holds only names this method makes (``v7 = s2(v3, v5)``); the step
+        functions and shapes are bound by name."""
         scope: dict = {}
-        lines = ["def run(leaves, fixed):"]
+        lines = ["def run(leaves, fixed, pool, dtype):", "    take, give = pool.take, pool.give"]
         for index, k in self.leaf_slots:
             lines.append(f"    v{k} = leaves[{int(index)}]")
         for j, (k, _) in enumerate(self.fixed):
             lines.append(f"    v{k} = fixed[{j}][1]")
-        for j, (fn, args, k, _, _, _) in enumerate(self.steps):
+        for j, (fn, args, k, free, pooled, release) in enumerate(self.steps):
             scope[f"s{j}"] = fn
-            lines.append(f"    v{k} = s{j}({', '.join(f'v{int(a)}' for a in args)})")
+            operands = ", ".join(f"v{int(a)}" for a in args)
+            if pooled is None:
+                lines.append(f"    v{k} = s{j}({operands})")
+            else:
+                scope[f"P{j}"] = tuple(int(n) for n in pooled)
+                lines.append(f"    b{k} = take(P{j}, dtype)")
+                lines.append(f"    v{k} = s{j}({operands}{', ' if operands else ''}out=b{k}, pool=pool)")
+            lines += [f"    v{int(f)} = None" for f in free]
+            lines += [f"    give(b{int(r)})" for r in release]
         lines.append(f"    return [{', '.join(f'v{int(k)}' for k in self.out_slots)}]")
         exec(compile("\n".join(lines), "<symjac array program>", "exec"), scope)
         return scope["run"]
@@ -847,13 +920,13 @@ class Plan:
                 if loop.state == "new":
                     loop.start(False, self.runs)
         dtype = self.dtype
-        if self._straight is not None:
-            with np.errstate(all="ignore"):
-                results = self._straight(leaves, self.fixed)
-            return self._results(results, dtype)
         pool = getattr(self._pools, "pool", None)
         if pool is None:
             pool = self._pools.pool = Pool()
+        if self._straight is not None:
+            with np.errstate(all="ignore"):
+                results = self._straight(leaves, self.fixed, pool, dtype)
+            return self._results(results, dtype)
         values: list = [None] * self.n_slots
         buffers: dict = {}
         for index, k in self.leaf_slots:
