@@ -490,3 +490,25 @@ def test_a_sum_of_outer_products_runs_as_one_matrix_product():
                if n.op == "einsum" and n.shape == (6, 6)]
     assert len(products) >= 4 and len(planned) == 1, (len(products), len(planned))
     _close(*_both(sj.grad(loss), Wr))
+
+
+@pytest.mark.parametrize("length", [2, 3, 5, 7, 10])
+def test_sums_and_extrema_over_short_axes_are_numpys_bit_for_bit(length):
+    """Written out as whole-array operations (NumPy's reduction over a short axis is slow):
+    the same bits as NumPy's, signed zeros, NaN and inf included; a longer last axis is
+    summed by NumPy's einsum loop (rounding may differ, the zeros' sign does not)."""
+    x = RNG.normal(size=(40, length, 3)) * 10.0 ** RNG.integers(-5, 5, size=(40, length, 3))
+    x[RNG.random(x.shape) < 0.4] = -0.0
+    x[RNG.random(x.shape) < 0.03] = np.nan
+    x[RNG.random(x.shape) < 0.02] = np.inf
+    x[:5] = -0.0  # sums of -0.0 only: NumPy's is +0.0
+    y = np.ascontiguousarray(np.swapaxes(x, 1, 2))  # the short axis last
+    with sj.using_tier("array"):
+        for f, a in ((lambda v: np.sum(v, axis=1), x), (lambda v: np.max(v, axis=1), x),
+                     (lambda v: np.min(v, axis=2), y), (lambda v: np.sum(v, axis=2), y)):
+            got, expected = sj.jit(f)(a), f(a)
+            if length <= 7:
+                np.testing.assert_array_equal(got.view(np.int64), expected.view(np.int64))
+            else:
+                np.testing.assert_allclose(got, expected, rtol=1e-13)
+                assert np.array_equal(np.signbit(got), np.signbit(expected))
