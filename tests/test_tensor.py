@@ -512,3 +512,26 @@ def test_sums_and_extrema_over_short_axes_are_numpys_bit_for_bit(length):
             else:
                 np.testing.assert_allclose(got, expected, rtol=1e-13)
                 assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
+def test_a_sum_of_squares_is_one_product_in_the_plan():
+    """np.sum(r ** 2, axis=...) runs as einsum(r, r): no array of squares (not where the
+    summed axis is a short last one: there the squares and a written-out sum are faster)."""
+    from symjac.backend import tensor_eval
+
+    M = RNG.normal(size=(20, 20))
+
+    def loss(w):
+        r = np.outer(w, w) @ M  # (a product: not joined into the map of squares at tracing)
+        return np.sum(np.sum(r ** 2, axis=1) * w)
+
+    w = _x(20)
+    program = _program(sj.jit(loss), w)
+    folded = tensor_eval.fold_product_sums(program.outputs)
+    squares = [n for n in t.topo_order(folded) if n.op == "map" and n.param.expr.is_Pow]
+    products = [n for n in t.topo_order(folded) if n.op == "einsum" and len(n.args) == 2 and n.args[0] is n.args[1]]
+    assert not squares and products
+    _close(*_both(sj.jit(loss), w))
+    _close(*_both(sj.grad(loss), w))
+    short = tensor_eval.fold_product_sums(_program(sj.jit(lambda a: np.sum(a ** 2, axis=1)), _x(50, 3)).outputs)
+    assert any(n.op == "map" and n.param.expr.is_Pow for n in t.topo_order(short))
