@@ -644,20 +644,34 @@ def stack_products(outputs: Sequence[t.Node]) -> list[t.Node]:
     written whole and a T-operand sum.  Only where the products expand their operands
     (each operand at most a quarter of the result): stacking large operands would copy
     more than it saves.  The plan's rewrite only, as :func:`merge_maps`."""
-    order = t.topo_order(outputs)
+    def rewrite(n: t.Node, m: t.Node, readers: dict) -> t.Node:
+        if m.op == "map" and m.dtype.kind == "f" and len(m.args) >= STACK_MIN and _plain_sum(m):
+            return _stacked_sum(m, [readers[a] == 1 for a in n.args])
+        return m
+    return _rewritten(outputs, rewrite)
+
+
+def _readers(order: list, outputs: Sequence[t.Node]) -> dict:
+    """How many nodes (and outputs) read each node."""
     readers: dict = {}
     for n in order:
         for a in set(n.args):
             readers[a] = readers.get(a, 0) + 1
     for o in outputs:
         readers[o] = readers.get(o, 0) + 1
+    return readers
+
+
+def _rewritten(outputs: Sequence[t.Node], rewrite) -> list[t.Node]:
+    """The program rebuilt in order, each node over its operands' new nodes and then
+    replaced by ``rewrite(old node, rebuilt node, readers of the old nodes)``."""
+    order = t.topo_order(outputs)
+    readers = _readers(order, outputs)
     new: dict = {}
     for n in order:
         args = tuple(new[a] for a in n.args)
         m = n if args == n.args else t.Node(n.op, args, n.param, n.shape, n.dtype)
-        if m.op == "map" and m.dtype.kind == "f" and len(m.args) >= STACK_MIN and _plain_sum(m):
-            m = _stacked_sum(m, [readers[a] == 1 for a in n.args])
-        new[n] = m
+        new[n] = rewrite(n, m, readers)
     return [new[o] for o in outputs]
 
 
@@ -705,29 +719,20 @@ def fold_product_sums(outputs: Sequence[t.Node]) -> list[t.Node]:
     """The program with each sum over axes of a product map read by nothing else,
     ``np.sum(r ** 2, axis=-1)`` (a loss, a norm), as one product node
     ``einsum('ab,ab->a', r, r)``: one pass, no array of squares.  The plan's rewrite only."""
-    order = t.topo_order(outputs)
-    readers: dict = {}
-    for n in order:
-        for a in set(n.args):
-            readers[a] = readers.get(a, 0) + 1
-    for o in outputs:
-        readers[o] = readers.get(o, 0) + 1
-    new: dict = {}
-    for n in order:
-        args = tuple(new[a] for a in n.args)
-        m = n if args == n.args else t.Node(n.op, args, n.param, n.shape, n.dtype)
-        if m.op == "einsum" and len(m.args) == 1 and not m.param.safe and m.args[0].op == "map" \
-                and readers[n.args[0]] == 1:
-            (sub,) = m.param.subs
-            factors = _product_map(m.args[0])
-            summing = set(sub) - set(m.param.out) and len(set(sub)) == len(sub)
-            # (NumPy's einsum loop over a short last axis is slow: 4,096 x 64 x 2 squared and summed
-            # over the last axis took 1,187 us, the squares and a written-out sum 253 us)
-            short_last = bool(sub) and sub[-1] not in m.param.out and m.args[0].shape[-1] <= SHORT[1]
-            if factors is not None and summing and not short_last and m.dtype == m.args[0].dtype:
-                m = t.Node("einsum", factors, t.Ein((sub, sub), m.param.out, m.param.sizes), m.shape, m.dtype)
-        new[n] = m
-    return [new[o] for o in outputs]
+    def rewrite(n: t.Node, m: t.Node, readers: dict) -> t.Node:
+        if not (m.op == "einsum" and len(m.args) == 1 and not m.param.safe and m.args[0].op == "map"
+                and readers[n.args[0]] == 1):
+            return m
+        (sub,) = m.param.subs
+        factors = _product_map(m.args[0])
+        summing = set(sub) - set(m.param.out) and len(set(sub)) == len(sub)
+        # (NumPy's einsum loop over a short last axis is slow: 4,096 x 64 x 2 squared and summed
+        # over the last axis took 1,187 us, the squares and a written-out sum 253 us)
+        short_last = bool(sub) and sub[-1] not in m.param.out and m.args[0].shape[-1] <= SHORT[1]
+        if factors is None or not summing or short_last or m.dtype != m.args[0].dtype:
+            return m
+        return t.Node("einsum", factors, t.Ein((sub, sub), m.param.out, m.param.sizes), m.shape, m.dtype)
+    return _rewritten(outputs, rewrite)
 
 
 def merge_maps(outputs: Sequence[t.Node]) -> list[t.Node]:
@@ -738,22 +743,13 @@ def merge_maps(outputs: Sequence[t.Node]) -> list[t.Node]:
     (``runtime/fused.py``).  Only the plan runs the merged program; what
     ``.show()`` and ``.source()`` present is the program as traced."""
     order = t.topo_order(outputs)
-    readers: dict = {}
-    sole: dict = {}  # node -> the one node that reads it
-    for n in order:
-        for a in set(n.args):
-            readers[a] = readers.get(a, 0) + 1
-            sole[a] = n
-    for o in outputs:
-        readers[o] = readers.get(o, 0) + 1
-    new: dict = {}
-    for n in order:
-        args = tuple(new[a] for a in n.args)
-        m = n if args == n.args else t.Node(n.op, args, n.param, n.shape, n.dtype)
+    sole = {a: n for n in order for a in n.args}  # node -> the node that reads it (if only one does)
+
+    def rewrite(n: t.Node, m: t.Node, readers: dict) -> t.Node:
         product = m.op == "einsum"
         as_map = _as_map(m) if product else m
         if as_map.op == "map" and as_map.dtype.kind == "f":
-            single = [len(as_map.args) == len(n.args) and as_map.args[k] is new[a] and readers[a] == 1
+            single = [len(as_map.args) == len(n.args) and as_map.args[k] is m.args[k] and readers[a] == 1
                       for k, a in enumerate(n.args)]
             merged = _merged(as_map, single) if any(single) else as_map
             reader = sole.get(n) if readers.get(n) == 1 else None
@@ -761,9 +757,9 @@ def merge_maps(outputs: Sequence[t.Node]) -> list[t.Node]:
                 and reader.dtype == n.dtype
             # a product becomes a map only where that merges it with a map (else a reshape more)
             if not product or merged is not as_map or into_map:
-                m = merged
-        new[n] = m
-    return [new[o] for o in outputs]
+                return merged
+        return m
+    return _rewritten(outputs, rewrite)
 
 
 #: placeholders' new positions while two element functions are renumbered into one
