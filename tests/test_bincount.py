@@ -77,3 +77,12 @@ def test_what_the_labels_need_is_said():
         sj.jit(lambda w, y: np.bincount(y[::-1], weights=w, minlength=4))(w, Y)
     with pytest.raises(sj.UnsupportedOperationError, match=r"array tier only.*integer arithmetic.*in floats"):
         sj.grad(lambda W, X, y: np.sum(np.minimum(np.bincount(y, minlength=3), 2) * np.sum(X @ W)))(np.ones((4, 2)), X, Y)
+
+
+def test_wrong_labels_weights_and_minlength_are_explained():
+    with pytest.raises(sj.ShapeError, match=r"weights shaped like the indices \(8,\) -> got \(7,\)"):
+        sj.jit(lambda w, y: np.bincount(y, weights=w, minlength=3))(np.ones(7), Y)
+    with pytest.raises(sj.ArgumentError, match="minlength >= 0"):
+        sj.jit(lambda w, y: np.bincount(y, weights=w, minlength=-2))(np.ones(8), Y)
+    with pytest.raises(sj.InputTypeError, match="integer labels"):
+        sj.jit(lambda w, y: np.bincount(y, weights=w, minlength=3))(np.ones(8), Y.astype(float))

@@ -164,3 +164,10 @@ def test_the_scalar_tier_says_where_cholesky_and_large_matrices_run():
         sj.jit(np.linalg.inv)(a)
     names = {name for name, _, _ in sj.supported_operations()}
     assert {"np.linalg.cholesky", "np.linalg.slogdet", "np.linalg.det"} <= names
+
+
+def test_wrong_right_hand_sides_say_what_solve_expects():
+    f = lambda w: np.linalg.solve(np.outer(w, w) + 5 * np.eye(5), np.ones(4))  # noqa: E731
+    for tier in ("auto", "array"):
+        with sj.using_tier(tier), pytest.raises(sj.ShapeError, match=r"expected b with 5 rows.*got shape \(4,\)"):
+            sj.jit(f)(np.ones(5))

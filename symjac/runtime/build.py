@@ -199,7 +199,7 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
     choice = _config.tier()
     sparse = any(s.sparse for s in request.products)
     if choice == "array" and not sparse:
-        program_, why = array()
+        program_, why = array(specific=True)
         if program_ is not None:
             program_.why = "array tier: set by sj.set_tier('array')"
             return program_, False

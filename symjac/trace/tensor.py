@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from .._errors import UnsupportedOperationError
+from .._errors import ArgumentError, InputTypeError, ShapeError, UnsupportedOperationError
 from ..ir import graph as g
 from ..ir import tensor as t
 from . import (
@@ -729,14 +729,16 @@ def _bincount(x, /, weights=None, minlength=0):
     else:
         n = as_node(x)
         if n.dtype.kind not in "iu" or n.ndim != 1:
-            raise TypeError(f"np.bincount: expected a 1-d array of non-negative integers -> got {n.dtype} of "
-                            f"shape {n.shape} -> pass integer labels (y.astype(int)).")
+            raise InputTypeError(f"np.bincount: expected a 1-d array of non-negative integers -> got {n.dtype} "
+                                 f"of shape {n.shape} -> pass integer labels (y.astype(int)).")
         if n.op != "input":
             raise UnsupportedOperationError(
                 "np.bincount of indices computed inside the traced function: expected the indices as an "
                 "argument (they are checked on every call against minlength) -> got indices computed from "
                 "one -> compute them outside and pass them in, or use np.add.at into np.zeros(length)."
             )
+        if minlength < 0:
+            raise ArgumentError(f"np.bincount: expected minlength >= 0 -> got {minlength} -> pass the number of bins.")
         if not minlength:
             raise UnsupportedOperationError(
                 f"np.bincount({n.param.name}) of indices passed at run time: expected minlength= (the number of "
@@ -752,7 +754,8 @@ def _bincount(x, /, weights=None, minlength=0):
     else:
         w = as_node(weights)
         if w.shape != idx.shape:
-            raise ValueError("The weights and list don't have the same length.")
+            raise ShapeError(f"np.bincount: expected weights shaped like the indices {idx.shape} -> got {w.shape} "
+                             "-> pass one weight per index.")
         values = t.cast(w, np.float64)  # (NumPy sums the weights in double precision)
     return TArray(t.scatter(values, [idx], 0, (length,)))
 
@@ -1096,12 +1099,13 @@ def _solve(a, b):
     dtype = np.result_type(an.dtype, bn.dtype if bn.dtype.kind == "f" else an.dtype)
     an, bn = t.cast(an, dtype), t.cast(bn, dtype)
     m = an.shape[-1]
+    given = bn.shape
     vector = bn.ndim == 1
     if vector:
-        bn = t.reshape(bn, (m, 1))
+        bn = t.reshape(bn, (bn.shape[0], 1))
     if bn.ndim < 2 or bn.shape[-2] != m:
-        raise ValueError(f"solve: Input operand 1 has a mismatch in its core dimension 0 (size "
-                         f"{bn.shape[-2] if bn.ndim >= 2 else bn.shape[0]} is different from {m})")
+        raise ShapeError(f"np.linalg.solve: expected b with {m} rows, as a has -> got shape {given} -> pass b "
+                         f"of shape ({m},) or (..., {m}, k).")
     stack = t.broadcast_shape(an.shape[:-2], bn.shape[:-2])
     an = t.broadcast_to(an, stack + an.shape[-2:])
     bn = t.broadcast_to(bn, stack + bn.shape[-2:])
