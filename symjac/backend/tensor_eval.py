@@ -260,7 +260,7 @@ def _straight_line(steps: list, root: int, final_ufunc: bool, shape):
             lines.append(f"    v{k} = {call})")
     lines += ["    if out is None:", f"        return v{root}", f"    COPY(out, v{root})", "    return out"]
     scope = {**names, "SHAPE": shape, "COPY": np.copyto}
-    exec(compile("\n".join(lines), "<symjac element function>", "exec"), scope)  # noqa: S102 (our own text)
+    exec(compile("\n".join(lines), "<symjac element function>", "exec"), scope)
     return scope["run"]
 
 
@@ -294,17 +294,32 @@ SHORT = (2, 7)
 SHORT_MIN_RESULT = 32
 
 
+def _short(length: int, result_size: int) -> bool:
+    """Whether a reduction over an axis of ``length`` entries is written out (see SHORT)."""
+    return SHORT[0] <= length <= SHORT[1] and result_size >= SHORT_MIN_RESULT
+
+
+def _unrolled(ufunc: np.ufunc, axis: int, length: int):
+    """``ufunc.reduce(x, axis)`` over a short axis as ``length - 1`` whole-array calls, in order."""
+    keys = [(slice(None),) * axis + (k,) for k in range(length)]
+
+    def run(x):
+        out = ufunc(x[keys[0]], x[keys[1]])
+        for key in keys[2:]:
+            ufunc(out, x[key], out=out)
+        return out
+    return run
+
+
 def _short_sum(axis: int, length: int):
     """``x.sum(axis)`` over a short axis, bit for bit: the parts added in order, then
     +0.0 (NumPy's sum starts from +0.0, so a sum of -0.0 only is +0.0)."""
-    keys = [(slice(None),) * axis + (k,) for k in range(length)]
+    add = _unrolled(np.add, axis, length)
 
     def run(x):
         if x.dtype.kind != "f":
             return x.sum(axis=axis)
-        total = np.add(x[keys[0]], x[keys[1]])
-        for key in keys[2:]:
-            np.add(total, x[key], out=total)
+        total = add(x)
         np.add(total, 0.0, out=total)
         return total
     return run
@@ -322,19 +337,6 @@ def _last_axis_sum(ndim: int):
     return run
 
 
-def _short_extremum(ufunc: np.ufunc, axis: int, length: int):
-    """``np.max``/``np.min`` over a short axis as a chain of ``np.maximum``/``np.minimum``
-    (the same comparisons, NaN kept)."""
-    keys = [(slice(None),) * axis + (k,) for k in range(length)]
-
-    def run(x):
-        out = ufunc(x[keys[0]], x[keys[1]])
-        for key in keys[2:]:
-            ufunc(out, x[key], out=out)
-        return out
-    return run
-
-
 def _unary_plan(sub: str, out: str, sizes: dict):
     """``einsum(sub -> out)`` of one array (None if it is the array itself);
     ``out`` may have broadcast or repeated letters."""
@@ -346,8 +348,7 @@ def _unary_plan(sub: str, out: str, sizes: dict):
     distinct = len(set(sub)) == len(sub)
     if distinct and [c for c in sub if c in present] == list(present):
         core = (lambda x: x.sum(axis=summed)) if summed else None
-        if len(summed) == 1 and SHORT[0] <= sizes[sub[summed[0]]] <= SHORT[1] and \
-                math.prod(sizes[c] for c in present) >= SHORT_MIN_RESULT:
+        if len(summed) == 1 and _short(sizes[sub[summed[0]]], math.prod(sizes[c] for c in present)):
             core = _short_sum(summed[0], sizes[sub[summed[0]]])
         elif summed == (len(sub) - 1,):
             core = _last_axis_sum(len(sub))
@@ -569,9 +570,9 @@ def _scatter(take: t.Take, shape, dtype):
 
 def _reduce(kind: str, axes: tuple, shape: tuple):
     fn = np.max if kind == "max" else np.min
-    if len(axes) == 1 and SHORT[0] <= shape[axes[0]] <= SHORT[1] and \
-            math.prod(shape) // shape[axes[0]] >= SHORT_MIN_RESULT:
-        return _short_extremum(np.maximum if kind == "max" else np.minimum, axes[0], shape[axes[0]])
+    if len(axes) == 1 and _short(shape[axes[0]], math.prod(shape) // shape[axes[0]]):
+        # (np.maximum / np.minimum in order: the same comparisons as the reduction, NaN kept)
+        return _unrolled(np.maximum if kind == "max" else np.minimum, axes[0], shape[axes[0]])
     return lambda x: fn(x, axis=axes)
 
 

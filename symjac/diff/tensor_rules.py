@@ -337,8 +337,7 @@ def _linalg_vjp(n: t.Node, ct: t.Node, guarded: bool) -> list:
     if kind == "sign":
         return [(None, False)]
     if kind == "solve":  # B' = solve(A^T, ct), A' = -B' x^T
-        nd = a.ndim
-        b_bar = t.linalg("solve", [t.transpose(a, list(range(nd - 2)) + [nd - 1, nd - 2]), ct])
+        b_bar = t.linalg("solve", [t.matrix_transpose(a), ct])
         return [(_ein("...jk,...ik->...ij", n, b_bar, scale=-1.0), guarded), (b_bar, guarded)]
     if kind == "inv":
         cot = _ein("...ik,...lk->...il", _ein("...ji,...jk->...ik", n, ct, scale=-1.0), n)

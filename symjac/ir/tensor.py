@@ -468,6 +468,11 @@ def transpose(x: Node, axes: Sequence[int]) -> Node:
     return einsum([x], [chars], "".join(chars[a] for a in axes))
 
 
+def matrix_transpose(x: Node) -> Node:
+    """Each matrix in the last two axes transposed (stacks as they are)."""
+    return transpose(x, list(range(x.ndim - 2)) + [x.ndim - 1, x.ndim - 2])
+
+
 def permuted(x: Node, axes: Sequence[int]) -> Node:
     """``transpose(x, axes)``, with a product computing its result in that order
     directly instead (a product node of its own, which shares ``x``'s operands)."""

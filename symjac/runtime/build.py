@@ -222,11 +222,10 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
         program_, why = array(specific=True)
         if program_ is None:
             if isinstance(exc, ArrayTierOnly):  # (its message assumes the tier was chosen by a setting)
-                fix = ("compute that step in floats (for example np.maximum(counts, 1.0), not np.maximum(counts, 1))"
-                       if "integer arithmetic" in why else "rewrite that step, or compute it outside and pass it in")
                 raise UnsupportedOperationError(
                     f"{exc.label} is traced on the array tier only: expected a function the array tier traces "
-                    f"-> got a step it does not ({why.removeprefix('scalar tier: ')}) -> {fix}."
+                    f"-> got a step it does not ({why.removeprefix('scalar tier: ')}) -> rewrite that step as "
+                    "it says, or compute it outside and pass the result in."
                 ) from exc
             raise
         program_.why = f"array tier: the scalar tier does not trace it ({str(exc).split('. ')[0]})"

@@ -59,12 +59,9 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
             )
     except ResourceLimitError:
         raise
-    except SymjacError as exc:
-        if specific and not isinstance(exc, tt.NotArrayTraceable):
-            raise
-        return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
-            f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
     except Exception as exc:  # the scalar tier traces it, or explains why it cannot
+        if specific and isinstance(exc, SymjacError) and not isinstance(exc, tt.NotArrayTraceable):
+            raise
         return None, f"scalar tier: {exc}" if isinstance(exc, tt.NotArrayTraceable) else \
             f"scalar tier: the array tier could not trace it ({type(exc).__name__}: {exc})"
     positions = list(positions) + [(len(args) + j, None) for j in range(len(read.names))]

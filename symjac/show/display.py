@@ -14,7 +14,6 @@ the DAG itself, so they are exactly the temporaries the kernel computes once.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable
 
@@ -28,6 +27,7 @@ from ..diff.products import SymSparse, flatten_result
 from ..ir import graph as g
 from ..runtime import build
 from ..runtime.request import Request
+from ..trace import pytree
 from ..trace.symarray import SymArray
 from . import tensor_display
 
@@ -425,24 +425,6 @@ def _indexed(template, counter) -> object:
     return tuple(_indexed(t, counter) for t in template)
 
 
-def _leaf_paths(value, prefix: str, out: dict) -> None:
-    """``out[k]``: how array number ``k`` is reached in a rebuilt result (``J['W1']``)."""
-    if isinstance(value, int):
-        out[value] = prefix
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _leaf_paths(v, f"{prefix}[{k!r}]", out)
-    elif isinstance(value, tuple) and hasattr(value, "_fields"):
-        for f in value._fields:
-            _leaf_paths(getattr(value, f), f"{prefix}.{f}", out)
-    elif isinstance(value, (tuple, list)):
-        for k, v in enumerate(value):
-            _leaf_paths(v, f"{prefix}[{k}]", out)
-    elif dataclasses.is_dataclass(value):
-        for f in dataclasses.fields(value):
-            _leaf_paths(getattr(value, f.name), f"{prefix}.{f.name}", out)
-
-
 def _paths(n: int, template, built, base: str, rebuild: Rebuild) -> list[str] | None:
     """The label of each of the ``n`` result arrays by its place in the containers
     (``J['a'][0]``), or None where the result is plain arrays (labelled as before:
@@ -450,8 +432,8 @@ def _paths(n: int, template, built, base: str, rebuild: Rebuild) -> list[str] | 
     rebuilt = rebuild(_indexed(template, iter(range(n))), built)
     if rebuilt is None:
         return None
-    found: dict = {}
-    _leaf_paths(rebuilt, base, found)
+    numbers, structure = pytree.flatten(rebuilt, lists=True)
+    found = dict(zip(numbers, pytree.paths(structure, base), strict=True))
     return [found.get(k, f"{base}_{k}") for k in range(n)]
 
 

@@ -411,7 +411,8 @@ def elementwise(build: Callable, inputs: Sequence, kwargs: dict) -> TArray:
     if not isinstance(expr, g.sp.Basic):
         expr = g.const(expr)
     if dtype.kind in "iu" and not (expr in t.PH_INDEX and operands[t.PH_INDEX[expr]].dtype == dtype):
-        raise _refuse("integer arithmetic")
+        raise _refuse("integer arithmetic (compute that step in floats: y.astype(float), "
+                      "np.maximum(counts, 1.0) rather than np.maximum(counts, 1))")
     return TArray(t.map_(expr, operands, dtype, shape))
 
 
@@ -1064,10 +1065,6 @@ def _square(name: str, a) -> t.Node:
     return n if n.dtype.kind == "f" else t.cast(n, np.float64)
 
 
-def _swap_last(n: t.Node) -> t.Node:
-    return t.transpose(n, list(range(n.ndim - 2)) + [n.ndim - 1, n.ndim - 2])
-
-
 def _det(a):
     return TArray(t.linalg("det", [_square("det", a)]))
 
@@ -1086,7 +1083,7 @@ def _cholesky(a, /, *, upper=False):
     upper factor, from the upper triangle (the transpose of the lower factor of ``a.T``)."""
     n = _square("cholesky", a)
     if upper:
-        return TArray(_swap_last(t.linalg("cholesky", [_swap_last(n)])))
+        return TArray(t.matrix_transpose(t.linalg("cholesky", [t.matrix_transpose(n)])))
     return TArray(t.linalg("cholesky", [n]))
 
 
