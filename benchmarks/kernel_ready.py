@@ -94,7 +94,7 @@ def run_one(name: str, mode: str, warm_vm: bool) -> dict:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         if warm_vm:
-            subprocess.run([sys.executable, "-c", "import numpy, symjac.backend.tape as t; t.ensure_ready(numpy.float64)"],
+            subprocess.run([sys.executable, "-c", "import numpy, symjac.runtime.tape as t; t.ensure_ready(numpy.float64)"],
                            env=env, check=True)
         result = {}
         for child_mode in (mode, "never"):  # then the tape's own speed, in a process that never compiles

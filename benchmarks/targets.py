@@ -468,7 +468,8 @@ def ready_beside_scenario(scenario: str, small: str) -> dict:
     Jacobian's optimised code is compiled in the background ("beside": its
     quickly compiled code serves meanwhile)."""
     import symjac as sj
-    from symjac.backend import compiler, native
+    from symjac.runtime.jit import jobs as _jobs
+    from symjac.runtime.jit import native
 
     # the same warm-up in both scenarios: Numba's first compile, the tape interpreter, a vmap
     sj.jacobian(lambda x: np.sin(x) * 2.0)(np.ones(3))
@@ -480,7 +481,7 @@ def ready_beside_scenario(scenario: str, small: str) -> dict:
         big = sj.jacobian(_big_recurrence)
         _, out["big_quick_ready_s"] = _readiness(big, x)
         out["big_ops"] = big.info(x).n_ops
-        while compiler.busy():  # its optimisation starts once the compile queue is empty
+        while _jobs.busy():  # its optimisation starts once the compile queue is empty
             time.sleep(0.01)
         time.sleep(1.0)  # well inside it (it takes seconds)
         out["optimising_at_start"] = bool(native._quick)

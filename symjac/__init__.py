@@ -101,7 +101,7 @@ def __getattr__(name: str):
 
 
 # imported last on purpose: the preload starts once the package is set up
-from .backend.tape import start_preload as _start_preload  # noqa: E402
+from .runtime.tape import start_preload as _start_preload  # noqa: E402
 
 _start_preload()
 del _start_preload

@@ -194,9 +194,9 @@ def _show(args) -> int:
 
 
 def _cache(args) -> int:
-    from symjac.backend import compiler as _compile
+    from symjac.runtime import kernel
 
-    root = _compile.cache_root()
+    root = kernel.cache_root()
     files = list((root / "kernels").glob("*.py"))
     programs = list((root / "programs").glob("*.json"))
     if args.action == "info":

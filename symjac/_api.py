@@ -19,11 +19,10 @@ import numpy as np
 from ._errors import ArgumentError, ArityError
 from ._signature import DEFAULT, Signature, argnames, normalize_argnums
 from ._signature import runtime_value as _runtime_value
-from .backend import native
 from .diff import products
 from .diff import tensor as tensor_products
 from .diff.products import EXTRA, VECTOR, Spec
-from .runtime import dispatch, keys, layout, store
+from .runtime import dispatch, kernel, keys, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
@@ -447,7 +446,7 @@ class Transform:
         """
         compiled = dispatch.compiled_for(*self._flattened(self.bind(args, kwargs))[:2])
         compiled.load_kernel()
-        native.settle()  # a large kernel serves its quick code first: wait for the optimised code too
+        kernel.settle()  # a large kernel serves its quick code first: wait for the optimised code too
         return compiled.info()
 
     def source(self, *args, llvm: bool = False, **kwargs) -> str:

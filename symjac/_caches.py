@@ -7,10 +7,8 @@ import dataclasses
 from collections.abc import Iterator
 
 from . import _config
-from .backend import compiler as _compile
-from .backend import native
 from .diff import accumulate
-from .runtime import dask, fused, guards, stats, store
+from .runtime import dask, fused, guards, kernel, stats, store
 from .runtime.stats import CacheInfo
 from .trace import arrayops
 
@@ -59,8 +57,7 @@ def wait_for_kernels() -> None:
     >>> import symjac as sj
     >>> sj.wait_for_kernels()
     """
-    _compile.wait_all()
-    native.settle()  # large bodies: their optimised code replaces the quick code
+    kernel.wait_for_kernels()  # large bodies too: their optimised code replaces the quick code
 
 
 def set_tier(choice: str) -> None:

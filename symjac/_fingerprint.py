@@ -4,7 +4,7 @@ emitters, numeric operations, module formats, the trace) and the versions of
 the libraries it generates code with.
 
 Every cache stamps its entries with it (kernel object files and symbols in
-``backend/native.py``, module headers in ``backend/kernels.py``, warm entries
+``backend/bodies.py``, module headers in ``backend/kernels.py``, warm entries
 in ``runtime/warm.py``), so an upgrade that changes any of them (a new
 emitter for one operation is enough) compiles again instead of loading old
 code.  Hashing the whole package rather than a list of files is the point:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import compiler as _compile
 from symjac.runtime import loops
+from symjac.runtime.jit import jobs as _jobs
 from symjac.runtime.loops import FIRST_WAIT, LONGEST_WAIT, PROBE_SHARE, LoopChoice
 
 rng = np.random.default_rng(3)
@@ -132,7 +132,7 @@ def test_a_big_batch_on_two_threads_runs_the_serial_loop_when_the_parallel_one_i
     program = V._fast[2]
     X = rng.standard_normal((program._parallel_rows + 13, 3))
     V(X)  # asks for the parallel loop
-    _compile.wait_all()
+    _jobs.wait_all()
     assert program._threaded, "the parallel loop did not load"
     serial, parallel = program.kernel, program._threaded
     want = np.empty((len(X), 3, 3))

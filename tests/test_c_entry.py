@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import native
-from symjac.backend import tape as _tape
 from symjac.runtime import dispatch
+from symjac.runtime import tape as _tape
+from symjac.runtime.jit import native
 
 
 def _fresh_program(transform, *args):

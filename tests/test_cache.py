@@ -183,12 +183,12 @@ def _probe(env_extra=None):
 
 
 def test_corrupted_or_truncated_program_entries_fall_back_to_rebuilding():
-    from symjac.backend import compiler as _compile
+    from symjac.runtime.jit import cache as _cache
 
     x = np.linspace(0, 1, 7)
     want = sj.jacobian(field)(x).tobytes().hex()
     _probe()  # make sure the entries exist
-    programs = _compile.cache_dir().parent / "programs"
+    programs = _cache.cache_dir().parent / "programs"
     entries = sorted(programs.glob("*.json")) + sorted(programs.glob("*.npz"))
     assert entries
     saved = {p: p.read_bytes() for p in entries}

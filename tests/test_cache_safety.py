@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import compiler as _compile
 from symjac.runtime import warm as _warm
+from symjac.runtime.jit import cache as _cache
+from symjac.runtime.jit import jobs as _jobs
 
 X = np.linspace(0.1, 1.0, 5)
 
@@ -32,8 +33,8 @@ WANT = sj.jacobian(make_f())(X)
 def cache(tmp_path, monkeypatch):
     """A private, empty cache directory; kernels compiled synchronously."""
     monkeypatch.setenv("SYMJAC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_compile, "_fallback_root", None)
-    monkeypatch.setattr(_compile, "_warned", set())
+    monkeypatch.setattr(_cache, "_fallback_root", None)
+    monkeypatch.setattr(_cache, "_warned", set())
     sj.clear_caches()
     with sj.compiling("sync"):
         yield tmp_path / "cache"
@@ -135,7 +136,7 @@ def test_a_full_disk_leaves_the_tape_serving_correct_results(cache, monkeypatch)
     def no_space(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(_compile.tempfile, "mkstemp", no_space)
+    monkeypatch.setattr(_cache.tempfile, "mkstemp", no_space)
     with pytest.warns(RuntimeWarning, match="cannot write kernel files"):
         again, info = fresh_call()
     np.testing.assert_array_equal(again, WANT)
@@ -214,8 +215,9 @@ def test_several_processes_compiling_the_same_kernel_at_once(cache):
 
 _ORPHAN = """
 import os, time, numpy as np, symjac as sj
-from symjac.backend import compiler as _compile
-_compile.SUBPROCESS_OPS = 10  # compile this small kernel in a child process
+from symjac.runtime.jit import cache as _cache
+from symjac.runtime.jit import jobs as _jobs
+_jobs.SUBPROCESS_OPS = 10  # compile this small kernel in a child process
 sj.set_compile_mode("background")
 def f(x):
     y = x
@@ -224,10 +226,10 @@ def f(x):
     return y
 sj.jacobian(f)(np.linspace(0.1, 1, 12))
 for _ in range(100):
-    if _compile._children:
+    if _jobs._children:
         break
     time.sleep(0.05)
-print(*[c.pid for c in _compile._children], flush=True)
+print(*[c.pid for c in _jobs._children], flush=True)
 os._exit(0)  # no atexit handlers: only the kernel's parent-death signal can stop the child
 """
 
@@ -271,7 +273,7 @@ def test_a_compile_child_does_not_outlive_its_program(cache):
     run = subprocess.run([sys.executable, "-c", _ORPHAN], env=env, capture_output=True, text=True, timeout=300)
     pids = [int(p) for p in run.stdout.split()]
     assert pids, run.stderr
-    alive = survivors(pids, "symjac.backend.worker")
+    alive = survivors(pids, "symjac.runtime.jit.worker")
     assert not alive, f"compile children still running after their parent exited: {alive}"
 
 
@@ -289,10 +291,10 @@ def test_the_compile_child_does_not_import_from_the_working_directory(cache, tmp
     (planted / "symjac" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     monkeypatch.chdir(planted)
     spec = compiled.spec
-    _compile.compile_in_subprocess(compiled.path, spec.name, [len(s) for _, s in spec.inputs],
+    _jobs.compile_in_subprocess(compiled.path, spec.name, [len(s) for _, s in spec.inputs],
                                    [len(s) for s in spec.outputs], spec.dtype)
     assert not marker.exists(), "the compile child imported symjac from the working directory"
-    assert _compile.on_disk(compiled.path)
+    assert _cache.on_disk(compiled.path)
 
 
 def test_a_function_name_is_never_executed(cache, tmp_path):
@@ -343,11 +345,11 @@ def test_the_fallback_cache_is_removed_after_its_compile_children_stop(tmp_path,
     child = subprocess.Popen([sys.executable, "-c", _STUBBORN_CHILD, str(private)], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
-        monkeypatch.setattr(_compile, "_children", {child})
-        monkeypatch.setattr(_compile, "CHILD_EXIT_WAIT", 0.2)
-        monkeypatch.setattr(_compile, "_exiting", False)  # both restored after: the exit handler sets them
-        monkeypatch.setattr(_compile, "_removed", False)
-        _compile._remove_fallback(private)
+        monkeypatch.setattr(_jobs, "_children", {child})
+        monkeypatch.setattr(_jobs, "CHILD_EXIT_WAIT", 0.2)
+        monkeypatch.setattr(_jobs, "_exiting", False)  # both restored after: the exit handler sets them
+        monkeypatch.setattr(_cache, "_removed", False)
+        _cache._remove_fallback(private)
         assert child.poll() is not None, "the compile child was not stopped"
         assert not private.exists()
     finally:
@@ -358,8 +360,9 @@ def test_the_fallback_cache_is_removed_after_its_compile_children_stop(tmp_path,
 
 _RELATIVE = """
 import os, numpy as np, symjac as sj
-from symjac.backend import compiler as _compile
-_compile.SUBPROCESS_OPS = 10  # this small kernel compiles in the child process
+from symjac.runtime.jit import cache as _cache
+from symjac.runtime.jit import jobs as _jobs
+_jobs.SUBPROCESS_OPS = 10  # this small kernel compiles in the child process
 sj.set_compile_mode("background")
 def f(x):
     return np.sin(x * np.arange(1.0, 13.0)) * x.sum()
@@ -467,7 +470,7 @@ def test_a_damaged_numba_cache_file_is_compiled_again_never_run(tmp_path):
 
 
 def test_numba_cache_files_are_sealed_and_private(cache):
-    from symjac.backend import numba_cache
+    from symjac.runtime.jit import numba_cache
 
     fresh_call()
     files = list((cache / "kernels" / "__pycache__").glob("*.nb*"))
@@ -485,7 +488,7 @@ def test_an_upgrade_that_changes_any_module_invalidates_machine_code(tmp_path, m
     import shutil
 
     from symjac import _fingerprint
-    from symjac.backend import native
+    from symjac.backend import bodies
 
     copy = tmp_path / "symjac"
     shutil.copytree(_fingerprint.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
@@ -498,7 +501,7 @@ def test_an_upgrade_that_changes_any_module_invalidates_machine_code(tmp_path, m
         assert after != before, f"a change to {module} must change the fingerprint"
         before = after
     # every cache stamps its entries with the one fingerprint: symbols, module headers, warm entries
-    text, symbol = "program text", native.symbol_for("program text", "kernel")
+    text, symbol = "program text", bodies.symbol_for("program text", "kernel")
     entry = _warm.fingerprint()
     monkeypatch.setattr(_fingerprint, "fingerprint", lambda: "0" * 32)
-    assert native.symbol_for(text, "kernel") != symbol and _warm.fingerprint() != entry
+    assert bodies.symbol_for(text, "kernel") != symbol and _warm.fingerprint() != entry

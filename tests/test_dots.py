@@ -14,11 +14,11 @@ from test_vector import _load, _same
 
 import symjac as sj
 from symjac.backend import printer
-from symjac.backend import tape as _tape
 from symjac.backend.dots import find_dots
 from symjac.backend.emit import TextEmitter, body_ir
 from symjac.backend.program import KernelSpec, Program, from_text, to_text, uses
 from symjac.runtime import dispatch
+from symjac.runtime import tape as _tape
 
 rng = np.random.default_rng(11)
 SPECIAL = [np.inf, -np.inf, np.nan, -0.0, 0.0, 1e308, -1e308, 1e-310]
@@ -218,17 +218,17 @@ def _input_layer(m: int, n: int, dtype):
 def _load_two(program, spec, batched):
     """The kernel of a program with inputs ``x`` (n,) and ``w`` (m, n): single, or
     the serial batch kernel (``batched``: which inputs have a batch axis)."""
-    from symjac.backend import compiler as _compile
     from symjac.backend import kernels as _kernels
-    from symjac.backend import native
+    from symjac.runtime.jit import cache as _cache
+    from symjac.runtime.jit import native
 
     source = _kernels.module_source(program, spec, batched)
     stem = f"{spec.name}_{'b' + ''.join(map(str, map(int, batched))) if batched else 's'}"
-    path = _compile.write_module(source, f"{stem}_{_compile.source_digest(source)}")
+    path = _cache.write_module(source, f"{stem}_{_cache.source_digest(source)}")
     name = spec.name if batched is None else f"{spec.name}_batch_serial"
-    kernel = _compile.load_function(path, name, lambda: source)
+    kernel = _cache.load_function(path, name, lambda: source)
     lead = [int(b) for b in batched] if batched else [0, 0]
-    native.compile_kernel(kernel, _compile.signature([1 + lead[0], 2 + lead[1]], [1 + bool(batched)], spec.dtype))
+    native.compile_kernel(kernel, native.signature([1 + lead[0], 2 + lead[1]], [1 + bool(batched)], spec.dtype))
     return kernel
 
 

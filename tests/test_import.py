@@ -21,7 +21,7 @@ PROBE = """
 import sys
 import numpy as np
 import symjac
-from symjac.backend import tape
+from symjac.runtime import tape
 modules, names = set(sys.modules), set(vars(np))
 assert tape._preload is not None, "the warm-up thread did not start"
 tape._preload.join()

@@ -139,3 +139,64 @@ def test_the_checker_sees_imports_inside_functions():
     found = imports_of("symjac.show.display", source)
     assert found == {"symjac._api", "symjac.show.explain"}
     assert stage("symjac._api") > stage("symjac.show.display")
+
+
+#: the toolchain (compiling, caches, threads, processes) is one subpackage of the runtime
+TOOLCHAIN = "symjac.runtime.jit"
+#: what the toolchain takes from the rest of the package: the kernel body's record
+TOOLCHAIN_TAKES = {"symjac.backend.bodies"}
+
+
+def _in_toolchain(module: str) -> bool:
+    return module == TOOLCHAIN or module.startswith(TOOLCHAIN + ".")
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_only_the_runtime_reaches_the_toolchain(module):
+    """Nothing below the runtime imports the toolchain, and nothing above it
+    either: the API reaches kernels through the runtime (``runtime.kernel``)."""
+    reached = sorted(t for t in GRAPH[module] if _in_toolchain(t))
+    if module.startswith("symjac.runtime."):
+        return
+    assert not reached, f"{module} imports the toolchain {reached}; only symjac.runtime may"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _in_toolchain(m)))
+def test_the_toolchain_takes_only_the_body_record(module):
+    """The toolchain receives bodies and module text; it does not reach into the
+    rest of the runtime or into code generation (a new generator then never
+    touches compile, cache or thread code)."""
+    wrong = sorted(t for t in GRAPH[module] if not _in_toolchain(t) and t not in SHARED | TOOLCHAIN_TAKES)
+    assert not wrong, f"{module} imports {wrong}; the toolchain may import only {sorted(TOOLCHAIN_TAKES)}"
+
+
+#: standard-library and llvmlite modules that mean threads, processes, files or machine code
+MACHINERY = {"threading", "queue", "subprocess", "multiprocessing", "os", "shutil", "tempfile", "pathlib", "atexit",
+             "ctypes", "gc", "llvmlite.binding"}
+
+
+def machinery_of(module: str) -> set[str]:
+    """The :data:`MACHINERY` modules ``module`` imports, at any depth of its code."""
+    found = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found |= {name for name in names
+                  if any(name == m or name.startswith(m + ".") for m in MACHINERY)}
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("symjac.backend")))
+def test_the_backend_is_pure(module):
+    """The backend turns programs into text (Python rendering, LLVM IR, the
+    tape's encoding): no threads, processes, files or llvmlite's binding."""
+    assert not machinery_of(module), f"{module} imports {sorted(machinery_of(module))}"
+
+
+def test_the_machinery_checker_sees_what_it_looks_for():
+    assert machinery_of("symjac.runtime.jit.native") >= {"threading", "llvmlite.binding", "ctypes"}
+    assert machinery_of("symjac.runtime.jit.jobs") >= {"subprocess", "threading", "queue"}

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import compiler as _compile
 from symjac.backend import kernels as _kernels
-from symjac.backend import native
-from symjac.backend import tape as _tape
 from symjac.backend.program import KernelSpec, Program
 from symjac.ir.ops import RECORDS, Op
 from symjac.runtime import dispatch
+from symjac.runtime import tape as _tape
 from symjac.runtime.dispatch import compiled_for
+from symjac.runtime.jit import cache as _cache
+from symjac.runtime.jit import native
 
 SPECIAL = [-np.inf, -1e300, -3.5, -2.0, -1.0, -0.5, -1e-300, -0.0, 0.0, 1e-300, 0.5, 1.0, 2.0, 3.5, 1e300,
            np.inf, np.nan]
@@ -76,9 +76,9 @@ def test_every_record_matches_numpy_on_special_values_on_tape_and_kernel(dtype):
     out_tape = np.zeros(len(program.stores), dtype)
     _tape.encode(program, [x.size], [out_tape.size], dtype).run(x, out_tape)
     source = _kernels.module_source(program, spec)
-    path = _compile.write_module(source, f"{spec.name}_{_compile.source_digest(source)}")
-    kernel = _compile.load_function(path, spec.name, lambda: source)
-    native.compile_kernel(kernel, _compile.signature([1], [1], dtype))
+    path = _cache.write_module(source, f"{spec.name}_{_cache.source_digest(source)}")
+    kernel = _cache.load_function(path, spec.name, lambda: source)
+    native.compile_kernel(kernel, native.signature([1], [1], dtype))
     out_kernel = np.zeros_like(out_tape)
     kernel(x, out_kernel)
     np.testing.assert_array_equal(out_kernel, out_tape)  # the same emitters: the same bits
@@ -231,7 +231,7 @@ def test_source_shows_the_llvm_ir_on_request():
 
 _DAMAGED_VM = """
 import warnings, numpy as np, symjac as sj
-from symjac.backend import tape
+from symjac.runtime import tape
 warnings.simplefilter("always")
 with warnings.catch_warnings(record=True) as caught:
     with sj.compiling("never"):

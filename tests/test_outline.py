@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from test_vector import _load, _same
 
-from symjac.backend import tape as _tape
 from symjac.backend.emit import OUTLINE_USES, body_ir
 from symjac.backend.program import KernelSpec, Program, from_text, to_text
 from symjac.backend.vector import batch_body_ir
+from symjac.runtime import tape as _tape
 
 SPECIAL = [np.inf, -np.inf, np.nan, -0.0, 0.0, 710.0, -745.5, 20.0, -20.0, 1e-300]
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import compiler as _compile
 from symjac.runtime import warm as _warm
+from symjac.runtime.jit import cache as _cache
 
 X = np.array([1.0, 2.0, 3.0])
 
@@ -33,8 +33,8 @@ WANT = 2 * X
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMJAC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_compile, "_fallback_root", None, raising=False)
-    monkeypatch.setattr(_compile, "_warned", set())
+    monkeypatch.setattr(_cache, "_fallback_root", None, raising=False)
+    monkeypatch.setattr(_cache, "_warned", set())
     sj.clear_caches()
     with sj.compiling("sync"):
         yield tmp_path / "cache"
@@ -160,7 +160,7 @@ def test_programs_of_a_refused_cache_stay_in_the_private_fallback(cache, tmp_pat
     with pytest.warns(RuntimeWarning, match="not usable"):
         np.testing.assert_array_equal(grad_again(), WANT)
     assert not list((shared_tmp / "programs").iterdir())
-    fallback = _compile.cache_root()
+    fallback = _cache.cache_root()
     assert fallback.parent == shared_tmp and (fallback.stat().st_mode & 0o777) == 0o700
     assert list((fallback / "programs").glob("*.json"))
 
@@ -208,5 +208,5 @@ def test_a_full_disk_leaves_no_temporary_files(cache, monkeypatch):
     full.append("/kernels/")  # now nothing can be written
     with pytest.warns(RuntimeWarning, match="cannot write"):
         np.testing.assert_array_equal(sj.jacobian(square_sum)(X.reshape(1, 3)).reshape(3), WANT)
-    leftovers = [p for root in (cache, _compile.cache_dir().parent) for p in root.rglob("*.tmp")]
+    leftovers = [p for root in (cache, _cache.cache_dir().parent) for p in root.rglob("*.tmp")]
     assert not leftovers, leftovers

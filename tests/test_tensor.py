@@ -429,8 +429,8 @@ def test_large_placements_scatters_and_joins_are_written_into_reused_arrays():
 def test_small_programs_run_as_straight_line_calls_with_the_interpreters_results():
     """A plan of small arrays runs its steps as one function of straight-line calls, and a
     small element function likewise; both give the interpreter's bits, ``out=`` included."""
-    from symjac.backend import tensor_eval
     from symjac.ir import graph as g
+    from symjac.runtime import tensor_eval
 
     with t.building(), g.building():
         x = t.input_(0, "x", (5,), np.dtype(np.float64))
@@ -473,7 +473,7 @@ def test_small_programs_run_as_straight_line_calls_with_the_interpreters_results
 def test_a_sum_of_outer_products_runs_as_one_matrix_product():
     """An RNN's weight gradient sums one outer product per step: the plan stacks the
     factors and multiplies once; the gradient is the scalar tier's to rounding."""
-    from symjac.backend import tensor_eval
+    from symjac.runtime import tensor_eval
 
     Wr = RNG.normal(size=(6, 6)) / 3
     xs = RNG.normal(size=(5, 6))
@@ -517,7 +517,7 @@ def test_sums_and_extrema_over_short_axes_are_numpys_bit_for_bit(length):
 def test_a_sum_of_squares_is_one_product_in_the_plan():
     """np.sum(r ** 2, axis=...) runs as einsum(r, r): no array of squares (not where the
     summed axis is a short last one: there the squares and a written-out sum are faster)."""
-    from symjac.backend import tensor_eval
+    from symjac.runtime import tensor_eval
 
     M = RNG.normal(size=(20, 20))
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import compiler as _compile
-from symjac.backend import machine_code, native
 from symjac.runtime import dispatch
+from symjac.runtime.jit import jobs as _jobs
+from symjac.runtime.jit import machine_code, native
 
 
 def _body_symbol(compiled) -> str:
@@ -27,13 +27,13 @@ def held_optimiser(monkeypatch):
     process) waits for the event."""
     monkeypatch.setattr(native, "QUICK_LINES", 0)
     release = threading.Event()
-    original = _compile.compile_ir_in_subprocess
+    original = _jobs.compile_ir_in_subprocess
 
     def in_child(source):
         assert release.wait(60), "the test never released the optimiser"
         return original(source)
 
-    monkeypatch.setattr(_compile, "compile_ir_in_subprocess", in_child)
+    monkeypatch.setattr(_jobs, "compile_ir_in_subprocess", in_child)
     yield release
     release.set()
     native.settle()
@@ -129,21 +129,21 @@ def test_the_collector_pause_is_the_processs_counted_over_threads():
     import threading
 
     import symjac as sj
-    from symjac.backend import compiler
+    from symjac.runtime.jit import jobs as _jobs
 
     sj.wait_for_kernels()  # (no background compile of an earlier test holds a pause)
-    assert compiler._pauses == 0
+    assert _jobs._pauses == 0
     was = gc.isenabled()
     entered, release = threading.Event(), threading.Event()
 
     def compile_job():
-        with compiler.collector_paused():
+        with _jobs.collector_paused():
             entered.set()
             release.wait(10)
 
     try:
         gc.enable()
-        with compiler.collector_paused():  # the build
+        with _jobs.collector_paused():  # the build
             assert not gc.isenabled()
             other = threading.Thread(target=compile_job)
             other.start()
@@ -153,7 +153,7 @@ def test_the_collector_pause_is_the_processs_counted_over_threads():
         other.join(10)
         assert gc.isenabled()
         gc.disable()  # off to begin with: left off
-        with compiler.collector_paused():
+        with _jobs.collector_paused():
             pass
         assert not gc.isenabled()
     finally:
@@ -225,14 +225,14 @@ def long_optimisation(monkeypatch):
     (``entered``: the optimisation is under way, ``release``)."""
     monkeypatch.setattr(native, "QUICK_LINES", 500)
     entered, release = threading.Event(), threading.Event()
-    original_object, original_child = native.compile_object, _compile.compile_ir_in_subprocess
+    original_object, original_child = native.compile_object, _jobs.compile_ir_in_subprocess
 
-    def compile_object(symbol, kind, text, quick=False, source=None):
+    def compile_object(body, quick=False, source=None):
         if not quick and threading.current_thread().name == "symjac-optimise":
             with llvm_ffi.lib._lock:
                 entered.set()
                 release.wait(120)
-        return original_object(symbol, kind, text, quick=quick, source=source)
+        return original_object(body, quick=quick, source=source)
 
     def in_child(source):
         entered.set()
@@ -240,7 +240,7 @@ def long_optimisation(monkeypatch):
         return original_child(source)
 
     monkeypatch.setattr(native, "compile_object", compile_object)
-    monkeypatch.setattr(_compile, "compile_ir_in_subprocess", in_child)
+    monkeypatch.setattr(_jobs, "compile_ir_in_subprocess", in_child)
     yield entered, release
     release.set()
     native.settle()
@@ -278,7 +278,7 @@ def test_a_small_program_is_ready_while_a_large_one_optimises(long_optimisation)
         big(x)
     compiled = dispatch.compiled_for(big.request, (x,))
     assert compiled.load_body()  # its quick code serves (through its C entry); then it is optimised
-    symbol = native._bodies(compiled._dispatchers[0])[0][0]
+    symbol = native._bodies(compiled._dispatchers[0])[0].symbol
     quick_address = native._slots[symbol].value
     assert symbol in native._quick
     assert entered.wait(60), "the optimisation never started"
@@ -321,7 +321,7 @@ def _ir(transform, *args) -> str:
 def test_the_optimiser_child_makes_the_object_code_this_process_makes():
     """Optimised in the child or here, a body's machine code is the same bytes."""
     source = _ir(sj.jacobian(lambda x: np.tanh(x * 0.6931) * np.cos(x[::-1])), np.ones(5))
-    code = _compile.compile_ir_in_subprocess(source)
+    code = _jobs.compile_ir_in_subprocess(source)
     assert code == machine_code.compile_ir(source)
 
 
@@ -329,7 +329,7 @@ def test_without_a_child_process_the_optimisation_runs_here(monkeypatch):
     def no_processes(source):
         raise PermissionError("no new processes here")
 
-    monkeypatch.setattr(_compile, "compile_ir_in_subprocess", no_processes)
+    monkeypatch.setattr(_jobs, "compile_ir_in_subprocess", no_processes)
     source = _ir(sj.grad(lambda x: np.sum(np.sinh(x * 0.4142))), np.ones(4))
     assert native.optimised_code(source) == machine_code.compile_ir(source)
 
@@ -338,24 +338,25 @@ def test_without_a_child_process_the_optimisation_runs_here(monkeypatch):
                                   "import sys; sys.stderr.write('LLVM ERROR'); raise SystemExit(3)"])
 def test_a_failed_or_garbled_optimiser_child_is_an_error(monkeypatch, boot):
     """(The optimiser then leaves the quick code serving: the same results.)"""
-    monkeypatch.setattr(_compile, "_OPTIMISER_BOOT", boot)
+    monkeypatch.setattr(_jobs, "_OPTIMISER_BOOT", boot)
     with pytest.raises(sj.CompileError, match="background optimisation"):
-        _compile.compile_ir_in_subprocess("define void @f() {\n  ret void\n}\n")
+        _jobs.compile_ir_in_subprocess("define void @f() {\n  ret void\n}\n")
 
 
 _ORPHANED_OPTIMISER = """
 import os, threading, time
-from symjac.backend import compiler as _compile
+from symjac.runtime.jit import cache as _cache
+from symjac.runtime.jit import jobs as _jobs
 # a long chain of dependent operations: its optimisation takes seconds
 lines = ["define double @f(double %x0) {"]
 lines += [f"  %x{k + 1} = fmul double %x{k}, 1.0000001" for k in range(200_000)]
 source = "\\n".join(lines + ["  ret double %x200000", "}", ""])
-threading.Thread(target=_compile.compile_ir_in_subprocess, args=(source,), daemon=True).start()
+threading.Thread(target=_jobs.compile_ir_in_subprocess, args=(source,), daemon=True).start()
 for _ in range(200):
-    if _compile._children:
+    if _jobs._children:
         break
     time.sleep(0.05)
-print(*[c.pid for c in _compile._children], flush=True)
+print(*[c.pid for c in _jobs._children], flush=True)
 time.sleep(3)  # the child has read its input and is compiling
 os._exit(0)  # no atexit handlers: only the child's parent-death signal can stop it
 """

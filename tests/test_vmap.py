@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.backend import compiler as _compile
 from symjac.runtime import batch as _batch
 from symjac.runtime import dispatch
+from symjac.runtime.jit import jobs as _jobs
 
 rng = np.random.default_rng(0)
 
@@ -124,7 +124,7 @@ def test_a_large_repeated_batch_runs_on_the_parallel_loop_on_one_thread_or_more(
     try:
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
         V(X)  # asks for the parallel loop if there is more than one thread
-        _compile.wait_all()
+        _jobs.wait_all()
         if numba.get_num_threads() > 1:
             assert program._threaded, "the parallel loop did not load"
         for threads in sorted({1, numba.get_num_threads()}):
@@ -172,12 +172,12 @@ def test_a_long_batch_runs_the_tape_in_steps_and_a_kernel_ready_meanwhile_takes_
 def test_a_long_tape_batch_lets_go_of_the_gil_while_something_compiles(monkeypatch):
     """During a compile a long tape batch runs through the C entry that lets go of
     the GIL (the compile's Python work runs beside it); same results."""
-    from symjac.backend import tape as _tape
+    from symjac.runtime import tape as _tape
 
     V = sj.vmap(sj.jacobian(lorenz))
     X = rng.standard_normal((300, 3))
     want = V(X)
-    _compile.wait_all()  # nothing of this program compiling while the test patches the tape
+    _jobs.wait_all()  # nothing of this program compiling while the test patches the tape
     program = V._entries[next(iter(V._entries))]
     entries = _tape._entry_points(np.float64)
     used = []
@@ -192,7 +192,7 @@ def test_a_long_tape_batch_lets_go_of_the_gil_while_something_compiles(monkeypat
     monkeypatch.setitem(_tape._entries, np.dtype(np.float64), spied)
     monkeypatch.setattr(_tape, "_loaded", lambda name, dtype: None)  # the C entries, not Numba's wrappers
     monkeypatch.setattr(_tape, "LONG_BATCH", 300 * program.n_ops)
-    monkeypatch.setattr(_compile, "busy", lambda: True)  # a compile queued or running...
+    monkeypatch.setattr(_jobs, "busy", lambda: True)  # a compile queued or running...
     monkeypatch.setattr(_tape._native, "busy", lambda: False)  # ...but not in a body's LLVM work
     kernel, program.kernel = program.kernel, None
     try:
@@ -275,7 +275,7 @@ def test_compile_waits_for_the_optimised_code_and_the_parallel_loop():
     loop started after it measured the compile too."""
     import numba
 
-    from symjac.backend import native
+    from symjac.runtime.jit import native
 
     def f(x):
         y = x

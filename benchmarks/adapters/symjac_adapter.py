@@ -69,7 +69,7 @@ def _compile_children() -> list[int]:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             if ppid == os.getpid():
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if b"symjac.backend.worker" in f.read():
+                    if b"symjac.runtime.jit.worker" in f.read():
                         pids.append(int(entry))
         except (OSError, ValueError, IndexError):
             continue

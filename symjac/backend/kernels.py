@@ -2,7 +2,7 @@
 
 A kernel module holds its program as data (``SYMJAC_NATIVE``: the body's
 symbol and the program text) and one-line ``@njit`` wrappers that call the
-body (``native.py``), so the file alone compiles the kernel in any process
+body (``runtime/jit/native.py``), so the file alone compiles the kernel in any process
 (the compile child too); the body's object code and Numba's disk cache of the
 wrappers (sealed, beside the file: ``numba_cache.py``, installed when the
 module is loaded) serve later processes.  The text holds only names symjac
@@ -10,7 +10,7 @@ generates (checked against a strict pattern here, where it is written) and
 numbers: never a user's string.
 
 Numba keys its disk cache on the source file, not on the intrinsics the file
-calls, so every module carries ``native.fingerprint()``: a digest of the records,
+calls, so every module carries ``bodies.fingerprint()``: a digest of the records,
 the emitter and the versions involved.  A change to any of them gives new
 module text, hence new file names and fresh compiles instead of stale
 machine code.  The tape interpreter's module (:func:`vm_source`) is generated
@@ -22,7 +22,7 @@ from __future__ import annotations
 import keyword
 import re
 
-from . import native
+from . import bodies
 from .program import KernelSpec, Program, to_text
 from .vector import block_width
 
@@ -55,9 +55,9 @@ def _header() -> list[str]:
     return [
         "# symjac kernel module (generated; do not edit). SYMJAC_NATIVE names the kernel body's symbol and",
         "# holds its program (opcode names and numbers), which symjac compiles to machine code through",
-        "# LLVM IR (symjac.backend.native) before Numba compiles or loads the wrappers that call it.",
-        "# symjac gives the wrappers a disk cache in __pycache__ beside this file (symjac.backend.numba_cache).",
-        f"# symjac-ir {native.fingerprint()}",
+        "# LLVM IR (symjac.runtime.jit.native) before Numba compiles or loads the wrappers that call it.",
+        "# symjac gives the wrappers a disk cache in __pycache__ beside this file (symjac.runtime.jit.numba_cache).",
+        f"# symjac-ir {bodies.fingerprint()}",
     ]
 
 
@@ -72,12 +72,12 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     packed = f"({''.join(n + ', ' for n in ins)}), ({''.join(n + ', ' for n in outs)})"
     text = _program_literal(program, spec, batched)
     kind = "kernel" if batched is None else "batch"
-    symbol = identifier(native.symbol_for(text, kind))
+    symbol = identifier(bodies.symbol_for(text, kind))
     lines = [*_header()]
     if batched is None:
         lines += [
             "from numba import njit",
-            "from symjac.backend.native import native_call",
+            "from symjac.runtime.jit.native import native_call",
             "",
             f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
             "",
@@ -90,7 +90,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     block = block_width(spec.dtype)
     lines += [
         "from numba import njit, prange",
-        "from symjac.backend.native import native_range, thread_count",
+        "from symjac.runtime.jit.native import native_range, thread_count",
         "",
         f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
         "",
@@ -126,16 +126,16 @@ def vm_source() -> str:
         "    {out}const_idx[s]] = const_val[s]",
     ]
     params = "code, consts, {inputs}, store_idx, store_val, const_idx, const_val, {rest}"
-    bodies = ", ".join(f'("{identifier(native.vm_symbol(d))}", "vm", "{d}")' for d in ("float64", "float32"))
+    entries = ", ".join(f'("{identifier(bodies.vm_symbol(d))}", "vm", "{d}")' for d in ("float64", "float32"))
     return "\n".join([
         "# symjac tape interpreter (generated; do not edit): the dispatch loop is emitted from the",
-        "# operation records (symjac.backend.emit.vm_ir) and compiled by symjac.backend.native.",
-        f"# symjac-ir {native.fingerprint()}",
+        "# operation records (symjac.backend.emit.vm_ir) and compiled by symjac.runtime.jit.native.",
+        f"# symjac-ir {bodies.fingerprint()}",
         "import numpy as np",
         "from numba import njit, prange",
-        "from symjac.backend.native import vm_step",
+        "from symjac.runtime.jit.native import vm_step",
         "",
-        f"SYMJAC_NATIVE = [{bodies}]",
+        f"SYMJAC_NATIVE = [{entries}]",
         "",
         "",
         "@njit",

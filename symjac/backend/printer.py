@@ -18,7 +18,8 @@ can collide with a parameter, whatever it is called.
 from __future__ import annotations
 
 import keyword
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -385,3 +386,18 @@ def render(program: Program, spec: KernelSpec, roll: bool = True, batched=None) 
         lines += ["    " + line for line in zero + body]
     top = [*p.globals, ""] if p.globals else []
     return "\n".join(header + top + helpers + ["", signature] + ["    " + line for line in lines]) + "\n"
+
+
+def safe_names(names: Sequence[str]) -> list[str]:
+    """Parameter names usable as identifiers: ASCII word characters, not a
+    keyword, unique.  (Names the printer invents avoid whatever these are.)"""
+    out: list[str] = []
+    for name in names:
+        name = re.sub(r"[^A-Za-z0-9_]", "_", name) or "arg"
+        if name[0].isdigit() or keyword.iskeyword(name):
+            name = f"arg_{name}"
+        while name in out:
+            name += "_"
+        out.append(name)
+    return out
+

@@ -4,7 +4,7 @@ The scalar tier expands every array into SymPy scalars, so its costs grow
 with the number of elements.  Here an array stays one node, and a program is
 a few dozen of them whatever the sizes.  The operations (``OPS`` lists them;
 ``diff/tensor_rules.py`` gives each its derivative rules and
-``backend/tensor_eval.py`` its evaluation):
+``runtime/tensor_eval.py`` its evaluation):
 
 * ``input``, ``const`` and ``fill``: runtime inputs, constant arrays and
   constant-filled arrays;

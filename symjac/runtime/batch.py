@@ -14,10 +14,11 @@ import numba
 import numpy as np
 
 from .._errors import ResourceLimitError
-from ..backend import codegen as _codegen
-from ..backend import compiler as _compile
-from ..backend import native
+from ..backend import bodies, kernels, printer
 from . import memory
+from .jit import cache as _cache
+from .jit import jobs as _jobs
+from .jit import native
 from .kernel import Kernel
 from .loops import Loops
 from .program import Compiled, check_integers
@@ -78,13 +79,13 @@ class BatchProgram(Kernel):
             and compiled.template is None and compiled.out_dtypes[0] == compiled.dtype
         )
         spec = compiled.spec
-        self.module = _codegen.kernel_source(compiled.program, spec, batched=batched)
+        self.module = kernels.module_source(compiled.program, spec, batched)
         self._source: str | None = None
-        stem = f"{spec.name}_batch_{_codegen.source_digest(self.module)}"
+        stem = f"{spec.name}_batch_{_cache.source_digest(self.module)}"
         error = None
         try:
-            path = _compile.write_module(self.module, stem)
-        except _compile.CacheWriteError as exc:
+            path = _cache.write_module(self.module, stem)
+        except _cache.CacheWriteError as exc:
             path, error = None, str(exc)
         # the serial sample loop is the kernel; Numba's parallel loop costs ~0.7 s more to
         # compile, so it is loaded in the background (see _threads) and serves big batches
@@ -106,22 +107,22 @@ class BatchProgram(Kernel):
     def source(self) -> str:
         """The batch program rendered as readable Python (the kernel runs it as LLVM IR)."""
         if self._source is None:
-            self._source = _codegen.render(self.compiled.program, self.compiled.spec, batched=self.batched)
+            self._source = printer.render(self.compiled.program, self.compiled.spec, batched=self.batched)
         return self._source
 
     def llvm_ir(self) -> str:
         """The LLVM IR of one sample's body (before optimisation)."""
-        return _codegen.ir_text(self.compiled.program, self.compiled.spec, batched=self.batched)
+        return bodies.ir_text(self.compiled.program, self.compiled.spec, batched=self.batched)
 
     def load_wrappers(self) -> None:
         super().load_wrappers()
-        if self.kernel is not None and _compile.on_disk(self.path):
+        if self.kernel is not None and _cache.on_disk(self.path):
             self._want_threads()  # an earlier process compiled the parallel loop too: load it now
 
     def _want_threads(self) -> None:
         if not self._threads_asked:
             self._threads_asked = True
-            _compile.submit(self._load_threads)
+            _jobs.submit(self._load_threads)
 
     def load_all(self, size: int | None = None) -> None:
         """Compile (or load) the kernel now, and wait for its optimised code and,
@@ -131,7 +132,7 @@ class BatchProgram(Kernel):
         self.load_kernel()
         if self.kernel is not None and numba.config.NUMBA_NUM_THREADS > 1:
             self._want_threads()
-            _compile.wait_all()
+            _jobs.wait_all()
         native.settle()
 
     def _load_threads(self) -> None:
@@ -139,8 +140,8 @@ class BatchProgram(Kernel):
         it fails, the serial loop serves every batch."""
         in_nd, out_nd = self._ndims
         try:
-            dispatcher = _compile.load_function(self.path, f"{self.compiled.spec.name}_batch", lambda: self.module)
-            native.compile_kernel(dispatcher, _compile.signature(in_nd, out_nd, self.dtype))
+            dispatcher = _cache.load_function(self.path, f"{self.compiled.spec.name}_batch", lambda: self.module)
+            native.compile_kernel(dispatcher, native.signature(in_nd, out_nd, self.dtype))
         except Exception:  # noqa: BLE001 -- the serial loop keeps serving
             self._threaded = False
             return

@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import _config
 from .._errors import ArgumentError, TracerConversionError, UnsupportedOperationError
-from ..backend import codegen as _codegen
-from ..backend import compiler as _compile
+from ..backend import kernels
+from ..backend import program as ssa_program
 from ..diff import products
 from ..ir import graph as g
 from ..trace import integers
@@ -25,6 +25,7 @@ from ..trace import reads as _reads
 from ..trace.symarray import ArrayTierOnly, ReadArray, SymArray
 from ..trace.tracer import ArgSpec, input_symbols, tracing
 from . import layout, tensor, warm
+from .jit import jobs as _jobs
 from .leaves import call_arguments, leaf_layout
 from .program import Compiled, compiled_from
 from .request import Request, kernel_parameters
@@ -178,7 +179,7 @@ def program(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
     # the build makes hundreds of thousands of objects that live on (the graph, the program):
     # the collector would walk them again and again (an MLP Jacobian's first call 0.45-0.75 s
     # with it, 0.35-0.43 s without)
-    with _compile.collector_paused():
+    with _jobs.collector_paused():
         built = _choose(request, args)
     if built[0].out_structure is not None:
         request.note_container_outputs()
@@ -275,14 +276,14 @@ def _outputs(compiled: Compiled, partial: products.Partial) -> None:
 def generate(request: Request, built: Built) -> Compiled:
     """Lower ``built`` to a program, write its kernel module, encode its tape."""
     leaves = built.leaves
-    spec = _codegen.KernelSpec(
-        name=_codegen.kernel_name(request.kernel_name(built.dtype)),  # ASCII identifier, checked when written
+    spec = ssa_program.KernelSpec(
+        name=kernels.kernel_name(request.kernel_name(built.dtype)),  # ASCII identifier, checked when written
         inputs=[(n, s.shape) for n, s in zip(leaves.parameters, leaves.specs, strict=True)],
         outputs=[a.shape or (1,) for a in built.arrays],
         dtype=built.dtype,
         title=request.title,
     )
-    ssa = _codegen.lower(leaves.symbols, [a.elems for a in built.arrays])
+    ssa = ssa_program.lower(leaves.symbols, [a.elems for a in built.arrays])
     compiled = compiled_from(ssa, spec, leaves.positions, [s.shape for s in leaves.specs],
                              [a.shape for a in built.arrays], [a.dtype for a in built.arrays],
                              layout.template_of(built.result))

@@ -27,11 +27,13 @@ import numpy as np
 import sympy as sp
 
 from .. import _config
-from ..backend import codegen as _codegen
-from ..backend import compiler as _compile
+from ..backend import kernels
+from ..backend import program as ssa_program
 from ..ir import graph as g
 from ..ir import tensor as t
 from .batch import BatchProgram
+from .jit import cache as _cache
+from .jit import jobs as _jobs
 from .program import compiled_from
 
 #: at most this many fused loops are kept (the oldest is dropped beyond it)
@@ -137,7 +139,7 @@ class FusedMap:
         mode; asked again on a later run)."""
         mode = _config.compile_mode()
         if self.state == "started" and wait:  # building in the background: wait for it
-            _compile.wait_all()
+            _jobs.wait_all()
             return
         if self.state != "new" or mode == "never":
             return
@@ -146,7 +148,7 @@ class FusedMap:
             self._build()
         elif runs >= START_AFTER:
             self.state = "started"
-            _compile.submit(self._build)
+            _jobs.submit(self._build)
 
     def _build(self) -> None:
         batch = self.batch
@@ -180,12 +182,12 @@ def _program(body: t.Body, dtype: np.dtype, batched: list[bool], trails: list[tu
         # Add's first use imports sympy.tensor in this background thread: a fork meanwhile left the
         # child waiting on that import's lock forever)
         entries.append(g.substitute([body.expr], at)[0])
-    ssa = _codegen.lower(symbols, [np.array(entries, dtype=object)])
+    ssa = ssa_program.lower(symbols, [np.array(entries, dtype=object)])
     work = sum(op not in ("load", "const") for op, _, _ in ssa.ops)
     if not ssa.stores or work < 2 * len(entries) or len(ssa.ops) > MAX_OPS:
         return None  # constants, one operation an entry (NumPy's single pass), or too big a block
-    spec = _codegen.KernelSpec(
-        name=_codegen.kernel_name(f"map_{dtype.name}_{_codegen.source_digest(repr((ssa.ops, ssa.stores)))[:16]}"),
+    spec = ssa_program.KernelSpec(
+        name=kernels.kernel_name(f"map_{dtype.name}_{_cache.source_digest(repr((ssa.ops, ssa.stores)))[:16]}"),
         inputs=[(f"x{k}", (size,)) for k, size in enumerate(sizes)],
         outputs=[(len(entries),)],
         dtype=dtype,

@@ -6,7 +6,7 @@ kernel's body is loaded: ``tape-only`` -> ``compiling`` (in the background)
 -> ``ready``, or ``failed`` (the tape keeps answering, and ``info()`` says
 why).  Loading reads the module file from the cache directory (regenerated
 if it is missing or was altered) and makes its body's machine code ready
-(from the cache, or compiled now: ``backend/native.py``).  The body then
+(from the cache, or compiled now: ``jit/native.py``).  The body then
 serves calls through its C entry point at once; the module's Numba wrappers,
 which call it ~1-2 µs faster, are compiled or loaded from Numba's disk cache
 afterwards, in the background, and take over when they are there.  Numba's
@@ -26,10 +26,27 @@ from pathlib import Path
 import numpy as np
 
 from .. import _config
-from ..backend import compiler as _compile
-from ..backend import native
-from ..backend import tape as _tape
 from . import stats
+from . import tape as _tape
+from .jit import cache as _cache
+from .jit import jobs as _jobs
+from .jit import native
+
+
+def settle() -> None:
+    """Wait until every large kernel body that serves its quick code runs its optimised code."""
+    native.settle()
+
+
+def wait_for_kernels() -> None:
+    """Wait for every kernel compiling in the background, then for :func:`settle`."""
+    _jobs.wait_all()
+    native.settle()
+
+
+def cache_root() -> Path:
+    """The directory of the disk cache (kernel modules, object code, program entries)."""
+    return _cache.cache_root()
 
 
 @dataclass
@@ -145,13 +162,13 @@ class Kernel:
             # go of the GIL a caller keeping it would hold it for a whole switch interval
             with native.body_work:
                 try:
-                    if (self._out_of_process and self.n_ops > _compile.SUBPROCESS_OPS
-                            and not _compile.on_disk(self.path)
+                    if (self._out_of_process and self.n_ops > _jobs.SUBPROCESS_OPS
+                            and not _cache.on_disk(self.path)
                             and threading.current_thread() is not threading.main_thread()):
                         # Numba's Python-level work would compete with the caller for the GIL
-                        _compile.compile_in_subprocess(self.path, self.entry_points[0], in_nd, out_nd, self.dtype)
+                        _jobs.compile_in_subprocess(self.path, self.entry_points[0], in_nd, out_nd, self.dtype)
                     with native.python_work:  # (importing the kernel module: Python)
-                        dispatchers = [_compile.load_function(self.path, name, lambda: self.module)
+                        dispatchers = [_cache.load_function(self.path, name, lambda: self.module)
                                        for name in self.entry_points]
                     loaded = [native.symbol_loaded(d) for d in dispatchers]
                     # the bodies' machine code: from the cache, or compiled now
@@ -166,10 +183,10 @@ class Kernel:
                 self.kernels = entries
                 self.kernel = entries[0]
                 self.state = "ready"
-                if not _compile.on_disk(self.path) and all(native.cached(d) for d in dispatchers):
+                if not _cache.on_disk(self.path) and all(native.cached(d) for d in dispatchers):
                     # a later process loads the body at once (the wrapper need not have been compiled:
                     # a short-lived process may end before it is)
-                    _compile.mark_compiled(self.path, self.compile_seconds)
+                    _cache.mark_compiled(self.path, self.compile_seconds)
             return True
 
     def load_wrappers(self) -> None:
@@ -179,7 +196,7 @@ class Kernel:
         with self._lock:
             if self.kernel is None or self.wrapped or self.retired:
                 return
-            sig = _compile.signature(*self._ndims, self.dtype)
+            sig = native.signature(*self._ndims, self.dtype)
             seconds = 0.0
             try:
                 for dispatcher in self._dispatchers:
@@ -190,7 +207,7 @@ class Kernel:
                 return
             for dispatcher in self._dispatchers:
                 dispatcher.disable_compile()  # other argument types raise TypeError: callers convert them
-            _compile.mark_compiled(self.path, seconds)  # a later process loads the kernel at once
+            _cache.mark_compiled(self.path, seconds)  # a later process loads the kernel at once
             stats.STATS.compile_seconds += seconds
             self.kernels = tuple(self._dispatchers)
             self.kernel = self.kernels[0]
@@ -203,7 +220,7 @@ class Kernel:
     def _wrap_later(self) -> None:
         """Load the Numba wrappers on the background thread, after the bodies
         queued meanwhile: serving calls comes first."""
-        _compile.submit(functools.partial(_load_wrappers, weakref.ref(self)))
+        _jobs.submit(functools.partial(_load_wrappers, weakref.ref(self)))
 
     def retire(self) -> None:
         """Stop serving: the program was built from values that changed, or the
@@ -216,7 +233,7 @@ class Kernel:
 
     def start_background(self) -> None:
         self.state = "compiling"
-        _compile.submit(self._load_in_background)
+        _jobs.submit(self._load_in_background)
 
     def start(self) -> None:
         """Load, compile or schedule the kernel as the compile mode says."""
@@ -226,10 +243,10 @@ class Kernel:
         # a small program compiles at once, unless compiles are running in the background:
         # LLVM serves one compile at a time, and the tape answers at once.  (Not counted: a large
         # body's optimisation, which runs in a child process and holds no lock of this one)
-        cheap = self.n_ops <= _compile.SYNC_OPS and not _compile.busy()
+        cheap = self.n_ops <= _jobs.SYNC_OPS and not _jobs.busy()
         if mode == "sync":
             self.load_kernel()
-        elif mode == "auto" and (cheap or _compile.on_disk(self.path)):
+        elif mode == "auto" and (cheap or _cache.on_disk(self.path)):
             if self.load_body():
                 self._wrap_later()
         elif mode in ("auto", "background"):

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import ArgumentError
-from ..backend import codegen as _codegen
-from ..backend import compiler as _compile
-from ..backend import tape as _tape
+from ..backend import bodies, kernels, printer
+from ..backend import program as _program
 from ..diff.blocks import Offsets
 from . import layout
+from . import tape as _tape
+from .jit import cache as _cache
 from .kernel import Kernel
 from .stats import STATS
 from .store import clock
@@ -31,17 +32,17 @@ def _gone():
     return None
 
 
-def compiled_from(ssa: _codegen.Program, spec: _codegen.KernelSpec, leaves, leaf_shapes, out_shapes, out_dtypes,
+def compiled_from(ssa: _program.Program, spec: _program.KernelSpec, leaves, leaf_shapes, out_shapes, out_dtypes,
                   template) -> Compiled:
     """A program's :class:`Compiled`: its kernel module written to the cache
     (if it cannot be, ``path`` is None and the tape serves every call) and its
     tape encoded.  The scalar tier's builds and the array tier's fused loops
     (``fused.py``) both come through here."""
-    module = _codegen.kernel_source(ssa, spec)
+    module = kernels.module_source(ssa, spec)
     error = None
     try:
-        path = _compile.write_module(module, f"{spec.name}_{_codegen.source_digest(module)}")
-    except _compile.CacheWriteError as exc:
+        path = _cache.write_module(module, f"{spec.name}_{_cache.source_digest(module)}")
+    except _cache.CacheWriteError as exc:
         path, error = None, f"{exc}; calls are served by the tape interpreter"
     tape = _tape.encode(ssa, [math.prod(s or (1,)) for s in leaf_shapes], [math.prod(s or (1,)) for s in out_shapes],
                         spec.dtype)
@@ -55,7 +56,7 @@ class Compiled(Kernel):
     warm-start cache on disk alike.
     """
 
-    def __init__(self, spec: _codegen.KernelSpec, path: Path | None, leaves, leaf_shapes, out_shapes, out_dtypes,
+    def __init__(self, spec: _program.KernelSpec, path: Path | None, leaves, leaf_shapes, out_shapes, out_dtypes,
                  template, tape: _tape.Tape, module: str | None = None, error: str | None = None):
         self.spec, self._module, self._source = spec, module, None
         self.leaves = [tuple(leaf) for leaf in leaves]  # runtime inputs: (argument position, tuple index or None)
@@ -130,7 +131,7 @@ class Compiled(Kernel):
             batch.retire()
 
     @property
-    def program(self) -> _codegen.Program:
+    def program(self) -> _program.Program:
         """The SSA program (decoded from the tape, which holds all of it)."""
         return self.tape.to_program([int(np.prod(s)) for s in self.in_shapes], self.out_sizes)
 
@@ -138,19 +139,19 @@ class Compiled(Kernel):
     def module(self) -> str:
         """The kernel module file's text (the program as data, and its entry points)."""
         if self._module is None:
-            self._module = _codegen.kernel_source(self.program, self.spec)
+            self._module = kernels.module_source(self.program, self.spec)
         return self._module
 
     @property
     def source(self) -> str:
         """The program rendered as readable Python (the kernel runs it as LLVM IR)."""
         if self._source is None:
-            self._source = _codegen.render(self.program, self.spec)
+            self._source = printer.render(self.program, self.spec)
         return self._source
 
     def llvm_ir(self) -> str:
         """The LLVM IR the kernel's body is emitted as (before optimisation)."""
-        return _codegen.ir_text(self.program, self.spec)
+        return bodies.ir_text(self.program, self.spec)
 
     # -- calling --
 

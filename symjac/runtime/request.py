@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import codegen as _codegen
+from ..backend import printer
 from ..diff.products import VECTOR, Spec
 from . import store
 
@@ -40,7 +40,7 @@ def kernel_parameters(names: Sequence[str]) -> list[str]:
     """Parameter names for a kernel: identifiers, unique, clear of the
     names the kernel printer uses itself.  Only these, never a user's
     string, reach the generated source."""
-    return _codegen.safe_names([identifier(n, "arg") for n in names])
+    return printer.safe_names([identifier(n, "arg") for n in names])
 
 
 @dataclass(frozen=True, eq=False)

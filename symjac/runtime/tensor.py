@@ -3,7 +3,7 @@
 :func:`build` traces a request on whole arrays (``trace/tensor.py``),
 differentiates it as an array program (``diff/tensor.py``) and, when the
 tier setting and the program's size say so, returns a
-:class:`TensorProgram` that runs it with NumPy (``backend/tensor_eval.py``).
+:class:`TensorProgram` that runs it with NumPy (``runtime/tensor_eval.py``).
 Otherwise it returns None with the reason, and the scalar tier builds the
 program as before.  Building an array program takes milliseconds whatever
 the array sizes; a vmap batches it (``ir/tensor_batch.py``) into one
@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._errors import ResourceLimitError, SymjacError
-from ..backend import tensor_eval
 from ..diff import tensor as dt
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
@@ -26,7 +25,7 @@ from ..trace import reads as _reads
 from ..trace import tensor as tt
 from ..trace.tracer import ArgSpec
 from . import batch as _batch
-from . import fused, layout
+from . import fused, layout, tensor_eval
 from .kernel import KernelInfo
 from .leaves import call_arguments
 from .request import Request

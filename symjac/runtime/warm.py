@@ -37,12 +37,12 @@ import numpy as np
 
 from .. import _fingerprint
 from .._errors import warn
-from ..backend import codegen as _codegen
-from ..backend import compiler as _compile
-from ..backend.tape import Tape
+from ..backend import program as _program
 from ..ir import graph as g
 from . import layout
+from .jit import cache as _cache
 from .program import Compiled
+from .tape import Tape
 
 FORMAT = 2
 _DIGEST_BYTES = 16  # of entry keys, checksums and the source fingerprint
@@ -132,7 +132,7 @@ def _dtype(code: str, kinds: str) -> np.dtype:
     return dtype
 
 
-def from_payload(meta: dict, arrays: dict, spec: _codegen.KernelSpec, path: Path | None) -> Compiled:
+def from_payload(meta: dict, arrays: dict, spec: _program.KernelSpec, path: Path | None) -> Compiled:
     """The Compiled that ``payload`` described; ``spec`` (names, title) comes
     from the caller, never from the payload."""
     leaves = [(int(i), None if k is None else int(k)) for i, k in meta["leaves"]]
@@ -179,9 +179,9 @@ def save(entry_key: str, compiled: Compiled) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     try:
-        directory = _compile.programs_dir()
-        _compile.write_private(directory, f"{entry_key}.npz", buffer.getvalue())
-        _compile.write_private(directory, f"{entry_key}.json", json.dumps(meta).encode())  # last: the commit
+        directory = _cache.programs_dir()
+        _cache.write_private(directory, f"{entry_key}.npz", buffer.getvalue())
+        _cache.write_private(directory, f"{entry_key}.json", json.dumps(meta).encode())  # last: the commit
     except OSError:
         pass
 
@@ -189,13 +189,13 @@ def save(entry_key: str, compiled: Compiled) -> None:
 def load(entry_key: str, request, parameters: list[str], input_shapes: list[tuple]) -> Compiled | None:
     """The program stored under ``entry_key``, or None: missing, from another
     format, or refused with a warning (damaged, altered, not private)."""
-    directory = _compile.programs_dir()
+    directory = _cache.programs_dir()
     meta_path = directory / f"{entry_key}.json"
     if not os.path.lexists(meta_path):
         return None
     try:
-        raw_meta = _compile.read_private(meta_path)
-        raw_arrays = _compile.read_private(directory / f"{entry_key}.npz")
+        raw_meta = _cache.read_private(meta_path)
+        raw_arrays = _cache.read_private(directory / f"{entry_key}.npz")
         if raw_meta is None or raw_arrays is None:
             raise ValueError("an entry file is missing, a link, not yours, or writable by others")
         meta = json.loads(raw_meta)
@@ -209,10 +209,10 @@ def load(entry_key: str, request, parameters: list[str], input_shapes: list[tupl
         if not _DIGEST.fullmatch(digest):
             raise ValueError("it names no valid kernel digest")
         dtype = payload_dtype(meta)
-        spec = _codegen.KernelSpec(request.kernel_name(dtype), list(zip(parameters, input_shapes, strict=True)),
+        spec = _program.KernelSpec(request.kernel_name(dtype), list(zip(parameters, input_shapes, strict=True)),
                                    [tuple(int(n) for n in s) or (1,) for s in meta["out_shapes"]], dtype,
                                    request.title)
-        return from_payload(meta, arrays, spec, _compile.cache_dir() / f"{spec.name}_{digest}.py")
+        return from_payload(meta, arrays, spec, _cache.cache_dir() / f"{spec.name}_{digest}.py")
     except Exception as exc:  # noqa: BLE001 -- any damage means: rebuild, never crash
         warn(f"symjac: the cached program {meta_path.name} cannot be used ({type(exc).__name__}: {exc}); "
              "building it again.", RuntimeWarning)

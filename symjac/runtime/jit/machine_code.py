@@ -3,7 +3,7 @@
 This module imports nothing from symjac, so a child process can run it
 without importing the package (1-2 s of SymPy and Numba): the background
 optimisation of large kernel bodies runs here, in a child (:func:`main`,
-started by ``compiler.compile_ir_in_subprocess``).  The reason is llvmlite's
+started by ``jobs.compile_ir_in_subprocess``).  The reason is llvmlite's
 one process-wide lock around every LLVM call: an ``-O3`` code generation of a
 20,000-operation body holds it for seconds (a minute on a loaded machine), and
 every compile or load in the process -- a small kernel's, a Numba wrapper's,

@@ -30,7 +30,7 @@ from pathlib import Path
 from numba.core import caching
 from numba.core.dispatcher import Dispatcher
 
-from .._errors import warn
+from ..._errors import warn
 from .private import private_dir, read_private, write_private
 
 #: the first bytes of every file this cache writes (a format change: old files read as absent)

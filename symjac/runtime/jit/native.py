@@ -1,10 +1,11 @@
 """Kernel bodies compiled by symjac: program -> LLVM IR text -> machine code.
 
-A kernel module (``kernels.py``) names its body's symbol and carries its
+A kernel module (``backend/kernels.py``) names its body's symbol and carries its
 program text (``SYMJAC_NATIVE``); its ``@njit`` wrappers only call the symbol
 (:func:`native_call`, :func:`native_range`).  Before Numba compiles or loads a
 wrapper, :func:`ensure` makes the symbol resolvable: it loads the body's
-object code from the cache directory, or emits the body (``emit.body_ir``),
+object code from the cache directory, or takes the body's IR (``backend/bodies.py``:
+this module never looks at what kind of body it compiles),
 runs LLVM's O3 pipeline on it and generates machine code (in C++, with the
 GIL released: calls served meanwhile do not starve), writes the object code
 to the cache and registers the symbol.
@@ -54,14 +55,11 @@ from numba import types
 from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
+from numba.np.numpy_support import from_dtype
 
-from .. import _fingerprint
-from .._errors import warn
-from . import compiler as _compile
-from . import machine_code
-from .emit import body_ir, vm_ir
-from .program import from_text
-from .vector import batch_body_ir, vectorize
+from ..._errors import CompileError, warn
+from ...backend.bodies import Body, vm_symbol
+from . import cache, jobs, machine_code
 
 _lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
 _compiling: dict[str, threading.Lock] = {}  # symbol -> held while it is compiled (others compile in parallel)
@@ -70,7 +68,7 @@ _addresses: dict[str, int] = {}  # extra entry points of loaded bodies (the tape
 _slots: dict[str, ctypes.c_void_p] = {}  # kernel symbol -> the address its wrappers call (quick, then optimised)
 _quick: set[str] = set()  # symbols running their quick code (until the optimised code is loaded)
 _superseded: list = []  # engines of quick code replaced by optimised code (kept: a call may still run it)
-_optimising: queue.Queue = _compile.drained_at_exit(queue.Queue())  # (symbol, IR) whose optimised code is still to be compiled
+_optimising: queue.Queue = jobs.drained_at_exit(queue.Queue())  # (symbol, IR) whose optimised code is still to be compiled
 _optimiser: threading.Thread | None = None
 #: bodies with more IR lines than this are compiled quickly first, then optimised in the background
 #: (an MLP Jacobian of 18,500 operations, 13,000 lines: 0.45 s quick, 2.0-2.4 s optimised; calls 13 vs 6.5 µs)
@@ -83,38 +81,10 @@ SWITCH_SECONDS = 0.0002
 _switch_saved: tuple[float, float] | None = None  # (the switch interval to restore when the last leaves, ours)
 
 
-def fingerprint() -> str:
-    """A digest of everything that decides the machine code of a module with
-    a given text (see :mod:`symjac._fingerprint`: the whole package and the
-    versions it generates code with)."""
-    return _fingerprint.fingerprint()[:16]
-
-
-def symbol_for(text: str, kind: str) -> str:
-    """The body's symbol: a digest of the program text, its kind and the backend's fingerprint."""
-    return f"symjac_{kind}_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
-
-
-def _source(symbol: str, kind: str, text: str, vectors: bool = True) -> str:
-    """The body's IR; ``vectors`` false: a batch body as the sample loop (half the
-    lines of the vector body, and the same bits but a NaN's sign)."""
-    if kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
-        return vm_ir(symbol, "float" if text == "float32" else "double")
-    program, layout = from_text(text)
-    if vectors and layout.batched is not None and vectorize(program, layout):
-        return batch_body_ir(symbol, program, layout)
-    return body_ir(symbol, program, layout)
-
-
-def compile_object(symbol: str, kind: str, text: str, quick: bool = False, source: str | None = None) -> bytes:
-    """Machine code (an object file) for the body of program ``text``, compiled
-    in this process: fully optimised, or (``quick``) in about a fifth of the time."""
-    return machine_code.compile_ir(source or _source(symbol, kind, text), quick=quick)
-
-
-def ir_text(text: str, kind: str) -> str:
-    """The LLVM IR of the body of program ``text`` (what :func:`compile_object` optimises)."""
-    return _source(symbol_for(text, kind), kind, text)
+def compile_object(body: Body, quick: bool = False, source: str | None = None) -> bytes:
+    """Machine code (an object file) for ``body``, compiled in this process:
+    fully optimised, or (``quick``) in about a fifth of the time."""
+    return machine_code.compile_ir(source or body.ir, quick=quick)
 
 
 def _host() -> str:
@@ -124,7 +94,7 @@ def _host() -> str:
 
 
 def _object_path(symbol: str) -> Path:
-    return _compile.cache_dir() / f"{symbol}.{_host()}.o"
+    return cache.cache_dir() / f"{symbol}.{_host()}.o"
 
 
 def _seal(symbol: str, code: bytes) -> bytes:
@@ -134,7 +104,7 @@ def _seal(symbol: str, code: bytes) -> bytes:
 def _read_object(path: Path, symbol: str) -> bytes | None:
     """The object code stored for ``symbol`` at ``path``; None if there is
     none, or (with a warning) if the file was changed or is not private."""
-    data = _compile.read_private(path)  # trust checked on the open file: it cannot be swapped in between
+    data = cache.read_private(path)  # trust checked on the open file: it cannot be swapped in between
     if data is not None:
         code = data[_DIGEST:]
         if data[:_DIGEST] == _seal(symbol, code):
@@ -147,7 +117,7 @@ def _read_object(path: Path, symbol: str) -> bytes | None:
 
 def _write_object(path: Path, symbol: str, code: bytes) -> None:
     try:
-        _compile.write_private(path.parent, path.name, _seal(symbol, code) + code)
+        cache.write_private(path.parent, path.name, _seal(symbol, code) + code)
     except OSError:
         pass  # the cache is an optimisation: the next process compiles again
 
@@ -271,13 +241,12 @@ body_work = _BodyWork()
 python_work = _PythonWork(body_work)
 
 
-def ensure(symbol: str, kind: str, text: str) -> bool:
-    """Make ``symbol`` callable from compiled code; True if it was compiled now
-    (False: already loaded, or loaded from the cache)."""
+def ensure(body: Body) -> bool:
+    """Make ``body.symbol`` callable from compiled code; True if it was compiled
+    now (False: already loaded, or loaded from the cache)."""
+    symbol = body.symbol
     if symbol in _engines:
         return False
-    if symbol != symbol_for(text, kind):
-        raise ValueError(f"{symbol} does not name this program")
     with _lock:
         mine = _compiling.setdefault(symbol, threading.Lock())
     with mine, body_work:  # a small kernel compiled now does not wait for a big one compiling in the background
@@ -288,11 +257,11 @@ def ensure(symbol: str, kind: str, text: str) -> bool:
         compiled = code is None
         if compiled:
             with python_work:
-                source = full = _source(symbol, kind, text)
-                quick = kind != "vm" and QUICK_LINES is not None and source.count("\n") > QUICK_LINES
-                if quick and kind == "batch":  # the quick code of a vector batch body: its sample loop
-                    source = _source(symbol, kind, text, vectors=False)
-            code = compile_object(symbol, kind, text, quick=quick, source=source)
+                source = full = body.ir
+                quick = body.may_be_quick and QUICK_LINES is not None and source.count("\n") > QUICK_LINES
+                if quick:
+                    source = body.quick_ir()
+            code = compile_object(body, quick=quick, source=source)
             if quick:
                 _quick.add(symbol)
                 _optimise_later(symbol, full)  # (its IR, written once)
@@ -317,8 +286,8 @@ def _optimise() -> None:
         try:
             # after the queued kernel compiles: they serve calls, this only speeds them up,
             # and on a small machine the two would share the cores
-            _compile.wait_all()
-            if _compile.exiting():
+            jobs.wait_all()
+            if jobs.exiting():
                 continue  # the quick code has served; nothing more to write
             code = optimised_code(source)
             with body_work:
@@ -337,9 +306,9 @@ def optimised_code(source: str) -> bytes:
     free for the kernels compiled and loaded meanwhile.  Where no process can be
     started, compiled here (holding that lock throughout)."""
     try:
-        return _compile.compile_ir_in_subprocess(source)
+        return jobs.compile_ir_in_subprocess(source)
     except OSError:
-        with _compile.collector_paused(), body_work:
+        with jobs.collector_paused(), body_work:
             return machine_code.compile_ir(source)
 
 
@@ -377,7 +346,7 @@ def _forget_after_fork() -> None:
             break
     _lock, _wrapper_lock = threading.Lock(), threading.Lock()
     _compiling.clear()
-    _optimising, _optimiser = _compile.drained_at_exit(queue.Queue()), None
+    _optimising, _optimiser = jobs.drained_at_exit(queue.Queue()), None
     body_work.local = threading.local()
     if _switch_saved is not None and sys.getswitchinterval() == _switch_saved[1]:
         sys.setswitchinterval(_switch_saved[0])
@@ -399,11 +368,11 @@ def optimised(symbol: str) -> bool:
     return symbol in _engines and symbol not in _quick
 
 
-def _bodies(dispatcher) -> list[tuple]:
-    """The ``(symbol, kind, text)`` of each body a kernel module's wrapper calls
-    (its module's ``SYMJAC_NATIVE``: one body, or the tape's list)."""
+def _bodies(dispatcher) -> list[Body]:
+    """The bodies a kernel module's wrapper calls (its module's
+    ``SYMJAC_NATIVE``: one ``(symbol, kind, text)``, or the tape's list)."""
     spec = getattr(dispatcher, "py_func", None) and dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
-    return [spec] if isinstance(spec, tuple) else list(spec or ())
+    return [Body(*body) for body in ([spec] if isinstance(spec, tuple) else list(spec or ()))]
 
 
 def prepare(dispatcher) -> bool:
@@ -412,29 +381,24 @@ def prepare(dispatcher) -> bool:
     (False: loaded from the cache, or already loaded)."""
     compiled = False
     for body in _bodies(dispatcher):
-        compiled |= ensure(*body)
+        compiled |= ensure(body)
     return compiled
 
 
 def cached(dispatcher) -> bool:
     """Whether the object code of every body of ``dispatcher`` is in the disk
     cache (a later process then loads the kernel in milliseconds)."""
-    return all(_object_path(body[0]).exists() for body in _bodies(dispatcher))
+    return all(_object_path(body.symbol).exists() for body in _bodies(dispatcher))
 
 
 def symbol_loaded(dispatcher) -> bool:
     """Whether this process has already loaded the body of ``dispatcher``."""
-    return all(body[0] in _engines for body in _bodies(dispatcher))
+    return all(body.symbol in _engines for body in _bodies(dispatcher))
 
 
 def address(name: str) -> int:
     """The address of a loaded body's entry point (``ensure`` it first)."""
     return _addresses[name]
-
-
-def vm_symbol(dtype) -> str:
-    """The tape interpreter's symbol for compute dtype ``dtype``."""
-    return symbol_for(np.dtype(dtype).name, "vm")
 
 
 # ----- calling a body through its C entry point ---------------------------------------------
@@ -501,8 +465,8 @@ class CEntry:
 def c_entry(dispatcher, in_ndims: list[int], out_ndims: list[int], dtype, ranged: bool) -> CEntry:
     """The C entry point of the body that kernel-module wrapper ``dispatcher``
     calls (:func:`prepare` it first)."""
-    (symbol, _, _), = _bodies(dispatcher)
-    return CEntry(symbol, in_ndims, out_ndims, dtype, ranged)
+    body, = _bodies(dispatcher)
+    return CEntry(body.symbol, in_ndims, out_ndims, dtype, ranged)
 
 
 # ----- calling a body from a Numba wrapper ---------------------------------------------------
@@ -605,6 +569,15 @@ def vm_step(typingctx, code, consts, inputs, shared, work):
     return types.void(code, consts, inputs, shared, work), codegen
 
 
+def signature(n_inputs_ndims: list[int], n_outputs_ndims: list[int], dtype: np.dtype):
+    """The Numba signature of a kernel: C-contiguous arrays of ``dtype``, and
+    scalars for 0-d inputs."""
+    scalar = from_dtype(np.dtype(dtype))
+    inputs = [types.Array(scalar, nd, "C") if nd else scalar for nd in n_inputs_ndims]
+    outputs = [types.Array(scalar, nd, "C") for nd in n_outputs_ndims]
+    return types.none(*inputs, *outputs)
+
+
 def compile_kernel(dispatcher, sig) -> float:
     """Compile (or load from Numba's disk cache) ``dispatcher`` for ``sig``;
     returns the seconds it took, 0.0 if this process already has it (another
@@ -627,10 +600,10 @@ def compile_kernel(dispatcher, sig) -> float:
             try:
                 dispatcher.compile(sig.args)
             except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, OSError):
-                _compile.recover(dispatcher)
+                cache.recover(dispatcher)
                 dispatcher.compile(sig.args)
     except Exception as exc:
-        raise _compile.CompileError(
+        raise CompileError(
             f"Numba could not compile the generated kernel {dispatcher.__name__} "
             f"({type(exc).__name__}: {exc}). This is a symjac bug; please report it "
             "with the source from .source()."

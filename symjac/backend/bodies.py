@@ -1,0 +1,87 @@
+"""Kernel bodies: a program's text -> its symbol and its LLVM IR.
+
+A kernel module names its body by ``(symbol, kind, text)`` (``SYMJAC_NATIVE``,
+see ``kernels.py``): the program's text, the kind of body it becomes
+(``"kernel"``: one evaluation; ``"batch"``: a range of samples; ``"vm"``: the
+tape interpreter for a dtype) and a symbol bound to both.  :class:`Body` turns
+that into IR, which is all the toolchain (``runtime/jit``) receives: it never
+looks at the kind, so a new kind of body is a branch here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _fingerprint
+from .emit import body_ir, vm_ir
+from .program import KernelSpec, Program, from_text, to_text
+from .vector import batch_body_ir, vectorize
+
+
+def fingerprint() -> str:
+    """A digest of everything that decides the machine code of a module with
+    a given text (see :mod:`symjac._fingerprint`: the whole package and the
+    versions it generates code with)."""
+    return _fingerprint.fingerprint()[:16]
+
+
+def symbol_for(text: str, kind: str) -> str:
+    """The body's symbol: a digest of the program text, its kind and the fingerprint."""
+    return f"symjac_{kind}_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
+
+
+def vm_symbol(dtype) -> str:
+    """The tape interpreter's symbol for compute dtype ``dtype``."""
+    return symbol_for(np.dtype(dtype).name, "vm")
+
+
+@dataclass(frozen=True)
+class Body:
+    """One kernel body: ``symbol`` names the machine code of ``text`` as a ``kind`` body."""
+
+    symbol: str
+    kind: str
+    text: str
+
+    def __post_init__(self):
+        if self.symbol != symbol_for(self.text, self.kind):
+            raise ValueError(f"{self.symbol} does not name this program")
+
+    @classmethod
+    def of(cls, text: str, kind: str) -> Body:
+        return cls(symbol_for(text, kind), kind, text)
+
+    @functools.cached_property
+    def ir(self) -> str:
+        """The body's IR, as the optimised code is compiled from."""
+        if self.kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
+            return vm_ir(self.symbol, "float" if self.text == "float32" else "double")
+        program, layout = from_text(self.text)
+        if layout.batched is not None and vectorize(program, layout):
+            return batch_body_ir(self.symbol, program, layout)
+        return body_ir(self.symbol, program, layout)
+
+    @property
+    def may_be_quick(self) -> bool:
+        """Whether a large body may serve first from quickly compiled code (the
+        interpreter is compiled once per cache directory: always optimised)."""
+        return self.kind != "vm"
+
+    def quick_ir(self) -> str:
+        """The IR the quick code is compiled from: a vector batch body's sample
+        loop (half the lines of the vector body, and the same bits but a NaN's
+        sign), otherwise :attr:`ir`."""
+        if self.kind == "batch":
+            program, layout = from_text(self.text)
+            if vectorize(program, layout):
+                return body_ir(self.symbol, program, layout)
+        return self.ir
+
+
+def ir_text(program: Program, spec: KernelSpec, batched=None) -> str:
+    """The LLVM IR of a kernel's body, as emitted (before LLVM optimises it)."""
+    return Body.of(to_text(program, spec, batched), "kernel" if batched is None else "batch").ir
