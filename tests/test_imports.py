@@ -200,3 +200,13 @@ def test_the_backend_is_pure(module):
 def test_the_machinery_checker_sees_what_it_looks_for():
     assert machinery_of("symjac.runtime.jit.native") >= {"threading", "llvmlite.binding", "ctypes"}
     assert machinery_of("symjac.runtime.jit.jobs") >= {"subprocess", "threading", "queue"}
+
+
+def test_pyproject_lists_every_subpackage():
+    """A wheel holds only the packages ``pyproject.toml`` names (an editable
+    install finds the others anyway, so only a real install would miss one)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {module_name(p.parent / "__init__.py") for p in PACKAGE.rglob("__init__.py")}
+    assert found == listed, f"pyproject.toml misses {sorted(found - listed)}, lists {sorted(listed - found)}"
