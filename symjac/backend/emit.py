@@ -71,6 +71,8 @@ class TextEmitter:
 
     def __init__(self, ftype: str, prefix: str):
         self.t, self.prefix = ftype, prefix
+        self.vt = ftype  # the type of the values the records compute with (vectors: ``<W x t>``)
+        self.bt = "i1"  # the type of their comparisons
         self.suffix = "f" if ftype == "float" else ""
         self.lines: list[str] = []
         self.globals: list[str] = []
@@ -87,7 +89,19 @@ class TextEmitter:
     @property
     def vtype(self) -> str:
         """The type of the values the records compute with."""
-        return self.t
+        return self.vt
+
+    def literal(self, ty: str, value: str) -> str:
+        """A constant ``value`` of element type ``ty`` as a value of this emitter (every lane)."""
+        return value
+
+    def int_type(self, bits: str) -> str:
+        """The integer type (``bits``: ``i32``, ``i64``) shaped like this emitter's values."""
+        return bits
+
+    def intrinsic_name(self, name: str) -> str:
+        """LLVM's name of intrinsic ``name`` on this emitter's values."""
+        return f"llvm.{name}.{'f32' if self.t == 'float' else 'f64'}"
 
     # ----- plumbing -----
 
@@ -242,22 +256,22 @@ class TextEmitter:
     # ----- the emitter helper -----
 
     def const(self, value: float) -> str:
-        return float_literal(value, self.t)
+        return self.literal(self.t, float_literal(value, self.t))
 
     def add(self, a, b):
-        return self.emit(f"fadd {self.t} {a}, {b}")
+        return self.emit(f"fadd {self.vt} {a}, {b}")
 
     def sub(self, a, b):
-        return self.emit(f"fsub {self.t} {a}, {b}")
+        return self.emit(f"fsub {self.vt} {a}, {b}")
 
     def mul(self, a, b):
-        return self.emit(f"fmul {self.t} {a}, {b}")
+        return self.emit(f"fmul {self.vt} {a}, {b}")
 
     def div(self, a, b):
-        return self.emit(f"fdiv {self.t} {a}, {b}")
+        return self.emit(f"fdiv {self.vt} {a}, {b}")
 
     def neg(self, a):
-        return self.emit(f"fneg {self.t} {a}")
+        return self.emit(f"fneg {self.vt} {a}")
 
     def call(self, function: str, *args):
         name = function + self.suffix
@@ -265,43 +279,44 @@ class TextEmitter:
         return self.emit(f"call {self.t} @{name}({', '.join(f'{self.t} {a}' for a in args)})")
 
     def intrinsic(self, name: str, *args):
-        full = f"llvm.{name}.{'f32' if self.t == 'float' else 'f64'}"
-        self.declare(full, f"declare {self.t} @{full}({', '.join([self.t] * len(args))})")
-        return self.emit(f"call {self.t} @{full}({', '.join(f'{self.t} {a}' for a in args)})")
+        full = self.intrinsic_name(name)
+        self.declare(full, f"declare {self.vt} @{full}({', '.join([self.vt] * len(args))})")
+        return self.emit(f"call {self.vt} @{full}({', '.join(f'{self.vt} {a}' for a in args)})")
 
     def exp2i(self, k):
         bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
+        ints = self.int_type(bits)
         k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
         k = self.select(self.cmp("<", k, self.const(-bias)), self.const(-bias), k)  # exponent field 0: 0.0
-        exponent = self.emit(f"add {bits} {self.emit(f'fptosi {self.t} {k} to {bits}')}, {bias}")
-        return self.emit(f"bitcast {bits} {self.emit(f'shl {bits} {exponent}, {shift}')} to {self.t}")
+        exponent = self.emit(f"add {ints} {self.emit(f'fptosi {self.vt} {k} to {ints}')}, {self.literal(bits, str(bias))}")
+        return self.emit(f"bitcast {ints} {self.emit(f'shl {ints} {exponent}, {self.literal(bits, str(shift))}')} to {self.vt}")
 
     def cmp(self, symbol: str, a, b):
-        return self.emit(f"fcmp {_PREDICATE[symbol]} {self.t} {a}, {b}")  # != is unordered: true with NaN
+        return self.emit(f"fcmp {_PREDICATE[symbol]} {self.vt} {a}, {b}")  # != is unordered: true with NaN
 
     def isnan(self, a):
-        return self.emit(f"fcmp uno {self.t} {a}, {a}")
+        return self.emit(f"fcmp uno {self.vt} {a}, {a}")
 
     def truth(self, a):
-        return self.emit(f"fcmp une {self.t} {a}, {self.const(0.0)}")
+        return self.emit(f"fcmp une {self.vt} {a}, {self.const(0.0)}")
 
     def select(self, condition, a, b):
-        return self.emit(f"select i1 {condition}, {self.t} {a}, {self.t} {b}")
+        return self.emit(f"select {self.bt} {condition}, {self.vt} {a}, {self.vt} {b}")
 
     def as_float(self, condition):
         return self.select(condition, self.const(1.0), self.const(0.0))
 
     def and_(self, p, q):
-        return self.emit(f"and i1 {p}, {q}")
+        return self.emit(f"and {self.bt} {p}, {q}")
 
     def or_(self, p, q):
-        return self.emit(f"or i1 {p}, {q}")
+        return self.emit(f"or {self.bt} {p}, {q}")
 
     def xor(self, p, q):
-        return self.emit(f"xor i1 {p}, {q}")
+        return self.emit(f"xor {self.bt} {p}, {q}")
 
     def not_(self, p):
-        return self.emit(f"xor i1 {p}, true")
+        return self.emit(f"xor {self.bt} {p}, {self.literal('i1', 'true')}")
 
     # ----- control flow -----
 
@@ -367,9 +382,14 @@ class VectorEmitter(TextEmitter):
         self.nbytes = 4 if ftype == "float" else 8
         self.numbers: dict[str, int] = {}  # program constants (literal) -> index in the table %k
 
-    @property
-    def vtype(self) -> str:
-        return self.vt
+    def literal(self, ty: str, value: str) -> str:
+        return f"splat ({ty} {value})"
+
+    def int_type(self, bits: str) -> str:
+        return f"<{self.width} x {bits}>"
+
+    def intrinsic_name(self, name: str) -> str:
+        return f"llvm.{name}.v{self.width}{'f32' if self.t == 'float' else 'f64'}"
 
     def fresh_emitter(self) -> VectorEmitter:
         return VectorEmitter(self.t, self.prefix, self.width)
@@ -439,25 +459,7 @@ class VectorEmitter(TextEmitter):
         one = self.emit(f"load <1 x {self.t}>, ptr {at}, align {self.nbytes}")
         return self.emit(f"shufflevector <1 x {self.t}> {one}, <1 x {self.t}> poison, <{self.width} x i32> zeroinitializer")
 
-    # ----- the emitter helper -----
-
-    def const(self, value: float) -> str:
-        return f"splat ({self.t} {float_literal(value, self.t)})"
-
-    def add(self, a, b):
-        return self.emit(f"fadd {self.vt} {a}, {b}")
-
-    def sub(self, a, b):
-        return self.emit(f"fsub {self.vt} {a}, {b}")
-
-    def mul(self, a, b):
-        return self.emit(f"fmul {self.vt} {a}, {b}")
-
-    def div(self, a, b):
-        return self.emit(f"fdiv {self.vt} {a}, {b}")
-
-    def neg(self, a):
-        return self.emit(f"fneg {self.vt} {a}")
+    # ----- the emitter helper: libm lane by lane -----
 
     def call(self, function: str, *args):
         """libm lane by lane: vector math libraries do not give libm's bits."""
@@ -468,45 +470,6 @@ class VectorEmitter(TextEmitter):
         results = [self.emit(f"call {t} @{name}({', '.join(f'{t} {c[j]}' for c in columns)})")
                    for j in range(self.width)]
         return self.gather(results)
-
-    def intrinsic(self, name: str, *args):
-        full = f"llvm.{name}.v{self.width}{'f32' if self.t == 'float' else 'f64'}"
-        self.declare(full, f"declare {self.vt} @{full}({', '.join([self.vt] * len(args))})")
-        return self.emit(f"call {self.vt} @{full}({', '.join(f'{self.vt} {a}' for a in args)})")
-
-    def exp2i(self, k):
-        w = self.width
-        bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
-        k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
-        k = self.select(self.cmp("<", k, self.const(-bias)), self.const(-bias), k)  # exponent field 0: 0.0
-        exponent = self.emit(f"add <{w} x {bits}> {self.emit(f'fptosi {self.vt} {k} to <{w} x {bits}>')}, "
-                             f"splat ({bits} {bias})")
-        shifted = self.emit(f"shl <{w} x {bits}> {exponent}, splat ({bits} {shift})")
-        return self.emit(f"bitcast <{w} x {bits}> {shifted} to {self.vt}")
-
-    def cmp(self, symbol: str, a, b):
-        return self.emit(f"fcmp {_PREDICATE[symbol]} {self.vt} {a}, {b}")
-
-    def isnan(self, a):
-        return self.emit(f"fcmp uno {self.vt} {a}, {a}")
-
-    def truth(self, a):
-        return self.emit(f"fcmp une {self.vt} {a}, {self.const(0.0)}")
-
-    def select(self, condition, a, b):
-        return self.emit(f"select {self.bt} {condition}, {self.vt} {a}, {self.vt} {b}")
-
-    def and_(self, p, q):
-        return self.emit(f"and {self.bt} {p}, {q}")
-
-    def or_(self, p, q):
-        return self.emit(f"or {self.bt} {p}, {q}")
-
-    def xor(self, p, q):
-        return self.emit(f"xor {self.bt} {p}, {q}")
-
-    def not_(self, p):
-        return self.emit(f"xor {self.bt} {p}, splat (i1 true)")
 
 
 class Frame:
@@ -818,86 +781,49 @@ def vm_ir(symbol: str, ftype: str) -> str:
 
     e.loop("0", "%n", step)
     params = "ptr noalias %code, i64 %n, ptr noalias %consts, ptr %inputs, ptr %shared, ptr noalias %work"
-    return _module(e, symbol, params) + _vm_entries(symbol, ftype)
+    _vm_entries(e, symbol)
+    return _module(e, symbol, params)
 
 
-def _vm_entries(symbol: str, t: str) -> str:
-    """``@<symbol>.run``: the loop, then the stores into ``out``; ``@<symbol>.rows``:
-    that for rows ``start <= i < stop`` of a batch.  Plain C entry points, so the
-    tape runs before Numba is loaded (``tape.py`` calls them through ctypes)."""
+def _vm_entries(e: TextEmitter, symbol: str) -> None:
+    """Into ``e``'s module: ``@<symbol>.run``, the loop, then the stores into
+    ``out``; ``@<symbol>.rows``, that for rows ``start <= i < stop`` of a batch.
+    Plain C entry points, so the tape runs before Numba is loaded
+    (``runtime/tape.py`` calls them through ctypes)."""
     program = ("ptr %code, i64 %n, ptr %consts, {inputs}, ptr %work, ptr %store_idx, ptr %store_val, "
                "i64 %n_stores, ptr %const_idx, ptr %const_val, i64 %n_consts, ptr %out")
-    run_params = program.format(inputs="ptr %inputs, ptr %shared")
-    rows_params = program.format(inputs="ptr %batched, i64 %width, ptr %shared") + ", i64 %out_width, i64 %start, i64 %stop"
-    return f"""
-define void @{symbol}.run({run_params}) #1 {{
-entry:
-  call void @{symbol}(ptr %code, i64 %n, ptr %consts, ptr %inputs, ptr %shared, ptr %work)
-  br label %stores
-stores:
-  %s = phi i64 [0, %entry], [%s.next, %store]
-  %more = icmp slt i64 %s, %n_stores
-  br i1 %more, label %store, label %consts.head
-store:
-  %at.p = getelementptr inbounds i64, ptr %store_idx, i64 %s
-  %at = load i64, ptr %at.p
-  %from.p = getelementptr inbounds i64, ptr %store_val, i64 %s
-  %from = load i64, ptr %from.p
-  %v.p = getelementptr inbounds {t}, ptr %work, i64 %from
-  %v = load {t}, ptr %v.p
-  %to = getelementptr inbounds {t}, ptr %out, i64 %at
-  store {t} %v, ptr %to
-  %s.next = add i64 %s, 1
-  br label %stores
-consts.head:
-  %c = phi i64 [0, %stores], [%c.next, %const]
-  %more.c = icmp slt i64 %c, %n_consts
-  br i1 %more.c, label %const, label %done
-const:
-  %cat.p = getelementptr inbounds i64, ptr %const_idx, i64 %c
-  %cat = load i64, ptr %cat.p
-  %cv.p = getelementptr inbounds {t}, ptr %const_val, i64 %c
-  %cv = load {t}, ptr %cv.p
-  %cto = getelementptr inbounds {t}, ptr %out, i64 %cat
-  store {t} %cv, ptr %cto
-  %c.next = add i64 %c, 1
-  br label %consts.head
-done:
-  ret void
-}}
+    run = e._module(e.fresh_emitter())
+    run.lines.append(f"  call void @{symbol}(ptr %code, i64 %n, ptr %consts, ptr %inputs, ptr %shared, ptr %work)")
+    # out[store_idx[s]] = work[store_val[s]], then out[const_idx[c]] = const_val[c]
+    run.loop("0", "%n_stores", lambda s: run.store(
+        "%out", run.load("%store_idx", s, "i64"), run.load("%work", run.load("%store_val", s, "i64"))))
+    run.loop("0", "%n_consts", lambda c: run.store("%out", run.load("%const_idx", c, "i64"), run.load("%const_val", c)))
+    e.functions[f"@{symbol}.run"] = _function(run, f"@{symbol}.run", program.format(inputs="ptr %inputs, ptr %shared"))
 
-define void @{symbol}.rows({rows_params}) #1 {{
-entry:
-  br label %head
-head:
-  %i = phi i64 [%start, %entry], [%i.next, %row]
-  %more = icmp slt i64 %i, %stop
-  br i1 %more, label %row, label %done
-row:
-  %in.off = mul i64 %i, %width
-  %in = getelementptr inbounds {t}, ptr %batched, i64 %in.off
-  %out.off = mul i64 %i, %out_width
-  %to = getelementptr inbounds {t}, ptr %out, i64 %out.off
-  call void @{symbol}.run(ptr %code, i64 %n, ptr %consts, ptr %in, ptr %shared, ptr %work, ptr %store_idx, ptr %store_val, i64 %n_stores, ptr %const_idx, ptr %const_val, i64 %n_consts, ptr %to)
-  %i.next = add i64 %i, 1
-  br label %head
-done:
-  ret void
-}}
-"""
+    rows = e._module(e.fresh_emitter())
+
+    def row(i: str) -> None:
+        row_in = rows.emit(f"getelementptr inbounds {e.t}, ptr %batched, i64 {rows.emit(f'mul i64 {i}, %width')}")
+        row_out = rows.emit(f"getelementptr inbounds {e.t}, ptr %out, i64 {rows.emit(f'mul i64 {i}, %out_width')}")
+        rows.lines.append(f"  call void @{symbol}.run(ptr %code, i64 %n, ptr %consts, ptr {row_in}, ptr %shared, "
+                          "ptr %work, ptr %store_idx, ptr %store_val, i64 %n_stores, ptr %const_idx, ptr %const_val, "
+                          f"i64 %n_consts, ptr {row_out})")
+
+    rows.loop("%start", "%stop", row)
+    params = program.format(inputs="ptr %batched, i64 %width, ptr %shared") + ", i64 %out_width, i64 %start, i64 %stop"
+    e.functions[f"@{symbol}.rows"] = _function(rows, f"@{symbol}.rows", params)
+
+
+def _function(e: TextEmitter, name: str, params: str) -> str:
+    """The text of ``define void <name>(<params>)`` with ``e``'s code as its body."""
+    return "\n".join([f"define void {name}({params}) #1 {{", "entry:", *e.allocas(), *e.lines, "  ret void", "}", ""])
 
 
 def _module(e: TextEmitter, symbol: str, params: str) -> str:
     return "\n".join([
         *e.globals,
         "",
-        f"define void @{symbol}({params}) #1 {{",
-        "entry:",
-        *e.allocas(),
-        *e.lines,
-        "  ret void",
-        "}",
-        "",
+        _function(e, f"@{symbol}", params),
         *e.functions.values(),
         *e.declarations.values(),
         "",
