@@ -16,7 +16,7 @@ import pytest
 
 import symjac as sj
 from symjac.backend import kernels as _kernels
-from symjac.backend.program import KernelSpec, Program
+from symjac.backend.ssa import KernelSpec, Program
 from symjac.ir.ops import RECORDS, Op
 from symjac.runtime import dispatch
 from symjac.runtime import tape as _tape

@@ -7,7 +7,7 @@ import pytest
 from test_vector import _load, _same
 
 from symjac.backend.emit import OUTLINE_USES, body_ir
-from symjac.backend.program import KernelSpec, Program, from_text, to_text
+from symjac.backend.ssa import KernelSpec, Program, from_text, to_text
 from symjac.backend.vector import batch_body_ir
 from symjac.runtime import tape as _tape
 

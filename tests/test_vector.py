@@ -13,7 +13,7 @@ from test_ops import _agree, _program
 import symjac as sj
 from symjac.backend import kernels as _kernels
 from symjac.backend.emit import BATCH_CALLS, OUTLINE_USES, _schedule, body_ir
-from symjac.backend.program import KernelSpec, Layout, Program
+from symjac.backend.ssa import Arguments, KernelSpec, Program
 from symjac.backend.vector import batch_body_ir, block_width
 from symjac.ir.ops import BY_NAME
 from symjac.runtime import tape as _tape
@@ -328,8 +328,8 @@ def test_independent_long_records_run_on_wide_vectors_with_the_per_sample_kernel
     program, spec = _layered_program(n, dtype)
     t = "double" if dtype == np.float64 else "float"
     groups = -(-n // BATCH_CALLS)
-    for text, lanes in ((batch_body_ir("probe", program, Layout(np.dtype(dtype), [n], [False], [True], [n])), width),
-                        (body_ir("probe", program, Layout(np.dtype(dtype), [n], [False], None, [n])), 1)):
+    for text, lanes in ((batch_body_ir("probe", program, Arguments(np.dtype(dtype), [n], [False], [True], [n])), width),
+                        (body_ir("probe", program, Arguments(np.dtype(dtype), [n], [False], None, [n])), 1)):
         wide = f"<{BATCH_CALLS * lanes} x {t}>"
         if n >= OUTLINE_USES:
             assert text.count(f"call {wide} @probe.tanh.w") == 2 * groups

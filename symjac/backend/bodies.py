@@ -10,7 +10,6 @@ looks at the kind, so a new kind of body is a branch here and nowhere else.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -18,11 +17,11 @@ import numpy as np
 
 from .. import _fingerprint
 from .emit import body_ir, vm_ir
-from .program import KernelSpec, Program, from_text, to_text
+from .ssa import KernelSpec, Program, from_text, to_text
 from .vector import batch_body_ir, vectorize
 
 
-def fingerprint() -> str:
+def code_stamp() -> str:
     """A digest of everything that decides the machine code of a module with
     a given text (see :mod:`symjac._fingerprint`: the whole package and the
     versions it generates code with)."""
@@ -31,7 +30,7 @@ def fingerprint() -> str:
 
 def symbol_for(text: str, kind: str) -> str:
     """The body's symbol: a digest of the program text, its kind and the fingerprint."""
-    return f"symjac_{kind}_" + hashlib.blake2b(f"{fingerprint()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
+    return f"symjac_{kind}_" + hashlib.blake2b(f"{code_stamp()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
 
 
 def vm_symbol(dtype) -> str:
@@ -55,15 +54,16 @@ class Body:
     def of(cls, text: str, kind: str) -> Body:
         return cls(symbol_for(text, kind), kind, text)
 
-    @functools.cached_property
     def ir(self) -> str:
-        """The body's IR, as the optimised code is compiled from."""
+        """The body's IR, as the optimised code is compiled from.  (Not cached on
+        the body: Python 3.11's ``cached_property`` takes one lock for every
+        instance, and a compile thread holding it at a fork hung the child.)"""
         if self.kind == "vm":  # the tape interpreter for a compute dtype (text: "float64" or "float32")
             return vm_ir(self.symbol, "float" if self.text == "float32" else "double")
-        program, layout = from_text(self.text)
-        if layout.batched is not None and vectorize(program, layout):
-            return batch_body_ir(self.symbol, program, layout)
-        return body_ir(self.symbol, program, layout)
+        program, arguments = from_text(self.text)
+        if arguments.batched is not None and vectorize(program, arguments):
+            return batch_body_ir(self.symbol, program, arguments)
+        return body_ir(self.symbol, program, arguments)
 
     @property
     def may_be_quick(self) -> bool:
@@ -71,17 +71,17 @@ class Body:
         interpreter is compiled once per cache directory: always optimised)."""
         return self.kind != "vm"
 
-    def quick_ir(self) -> str:
-        """The IR the quick code is compiled from: a vector batch body's sample
-        loop (half the lines of the vector body, and the same bits but a NaN's
-        sign), otherwise :attr:`ir`."""
+    def quick_ir(self, full: str) -> str:
+        """The IR the quick code is compiled from, given the body's :meth:`ir`
+        ``full``: a vector batch body's sample loop (half the lines of the
+        vector body, and the same bits but a NaN's sign), otherwise ``full``."""
         if self.kind == "batch":
-            program, layout = from_text(self.text)
-            if vectorize(program, layout):
-                return body_ir(self.symbol, program, layout)
-        return self.ir
+            program, arguments = from_text(self.text)
+            if vectorize(program, arguments):
+                return body_ir(self.symbol, program, arguments)
+        return full
 
 
 def ir_text(program: Program, spec: KernelSpec, batched=None) -> str:
     """The LLVM IR of a kernel's body, as emitted (before LLVM optimises it)."""
-    return Body.of(to_text(program, spec, batched), "kernel" if batched is None else "batch").ir
+    return Body.of(to_text(program, spec, batched), "kernel" if batched is None else "batch").ir()

@@ -29,8 +29,8 @@ import numpy as np
 
 from ..ir import ops as _ops
 from .dots import find_dots
-from .program import Layout, Program, uses
 from .reroll import find_loops
+from .ssa import Arguments, Program, uses
 
 #: more constant entries than this are written by a loop over tables
 CONST_TABLE = 16
@@ -843,7 +843,7 @@ def _written(program: Program, n_outputs: int) -> list[set]:
     return written
 
 
-def body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) -> str:
+def body_ir(symbol: str, program: Program, layout: Arguments, roll: bool = True) -> str:
     """The kernel body as an LLVM module defining ``void @<symbol>(...)``.
 
     Parameters: per input a pointer to its elements (a ``double``/``float``

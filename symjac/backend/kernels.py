@@ -10,7 +10,7 @@ generates (checked against a strict pattern here, where it is written) and
 numbers: never a user's string.
 
 Numba keys its disk cache on the source file, not on the intrinsics the file
-calls, so every module carries ``bodies.fingerprint()``: a digest of the records,
+calls, so every module carries ``bodies.code_stamp()``: a digest of the records,
 the emitter and the versions involved.  A change to any of them gives new
 module text, hence new file names and fresh compiles instead of stale
 machine code.  The tape interpreter's module (:func:`vm_source`) is generated
@@ -23,7 +23,7 @@ import keyword
 import re
 
 from . import bodies
-from .program import KernelSpec, Program, to_text
+from .ssa import KernelSpec, Program, to_text
 from .vector import block_width
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,150}")
@@ -57,7 +57,7 @@ def _header() -> list[str]:
         "# holds its program (opcode names and numbers), which symjac compiles to machine code through",
         "# LLVM IR (symjac.runtime.jit.native) before Numba compiles or loads the wrappers that call it.",
         "# symjac gives the wrappers a disk cache in __pycache__ beside this file (symjac.runtime.jit.numba_cache).",
-        f"# symjac-ir {bodies.fingerprint()}",
+        f"# symjac-ir {bodies.code_stamp()}",
     ]
 
 
@@ -130,7 +130,7 @@ def vm_source() -> str:
     return "\n".join([
         "# symjac tape interpreter (generated; do not edit): the dispatch loop is emitted from the",
         "# operation records (symjac.backend.emit.vm_ir) and compiled by symjac.runtime.jit.native.",
-        f"# symjac-ir {bodies.fingerprint()}",
+        f"# symjac-ir {bodies.code_stamp()}",
         "import numpy as np",
         "from numba import njit, prange",
         "from symjac.runtime.jit.native import vm_step",

@@ -25,8 +25,8 @@ import numpy as np
 
 from ..ir import ops as _ops
 from .dots import find_dots
-from .program import KernelSpec, Program, uses
 from .reroll import find_loops
+from .ssa import KernelSpec, Program, uses
 
 _ATOM = _ops.Prec.ATOM
 _INLINE_DEPTH = 12

@@ -19,7 +19,7 @@ so they are called lane by lane.  A vectorised batch therefore gives the same
 bits as the per-sample kernel and the tape interpreter (a NaN's sign bit
 aside: LLVM may commute operands differently in vector and scalar code).
 
-Layout: a block's samples are consecutive rows of the batched inputs and the
+Memory layout: a block's samples are consecutive rows of the batched inputs and the
 outputs (row-major ``(B, size)``), so element ``k`` of lane ``j`` sits at
 ``j * size + k``.  Whole tiles of ``W`` entries are read and written with
 ``W`` vector accesses and a transpose, other entries lane by lane
@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from .emit import MEMSET_ZEROS, VectorEmitter, _written, emit_program, float_literal
-from .program import Layout, Program
+from .ssa import Arguments, Program
 
 #: samples per block, by compute dtype: 8 lanes of float64 (one AVX-512 register, two AVX2 ones)
 #: and 16 of float32.  Measured on Zen 4, MLP 8-32-32-4 Jacobian batches against the sample loop:
@@ -153,7 +153,7 @@ class VectorFrame:
             pending.clear()
 
 
-def vectorize(program: Program, layout: Layout) -> bool:
+def vectorize(program: Program, layout: Arguments) -> bool:
     """Run this batch program on blocks of samples?  Every program can (the
     records' emitters are lane-agnostic), but it pays only when computing
     dominates: a program that writes more entries than it computes values
@@ -164,7 +164,7 @@ def vectorize(program: Program, layout: Layout) -> bool:
     return computed >= sum(layout.out_sizes)
 
 
-def batch_body_ir(symbol: str, program: Program, layout: Layout, roll: bool = True) -> str:
+def batch_body_ir(symbol: str, program: Program, layout: Arguments, roll: bool = True) -> str:
     """A batch body running blocks of ``W`` samples through the vectorised
     program: ``void @<symbol>(inputs..., outputs..., i64 %start, i64 %stop)``
     (the parameters of ``emit.body_ir``'s batch body), and an internal
@@ -235,13 +235,13 @@ def batch_body_ir(symbol: str, program: Program, layout: Layout, roll: bool = Tr
     ])
 
 
-def _missing(program: Program, layout: Layout) -> list[list[int]]:
+def _missing(program: Program, layout: Arguments) -> list[list[int]]:
     """Per output, the entries the program never writes (structural zeros)."""
     written = _written(program, len(layout.out_sizes))
     return [sorted(set(range(size)) - written[k]) for k, size in enumerate(layout.out_sizes)]
 
 
-def _driver(symbol: str, layout: Layout, t: str, width: int, kinds: list[str], params: list[str]) -> str:
+def _driver(symbol: str, layout: Arguments, t: str, width: int, kinds: list[str], params: list[str]) -> str:
     """``@<symbol>``: whole blocks in place, then the remainder through buffers."""
     nbytes = 4 if t == "float" else 8
     lines = [f"define void @{symbol}({', '.join(params)}, i64 %start, i64 %stop) #1 {{", "entry:"]

@@ -17,7 +17,7 @@ import numpy as np
 from .. import _config
 from .._errors import ArgumentError, TracerConversionError, UnsupportedOperationError
 from ..backend import kernels
-from ..backend import program as ssa_program
+from ..backend import ssa as ssa_program
 from ..diff import products
 from ..ir import graph as g
 from ..trace import integers

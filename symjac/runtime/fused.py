@@ -28,7 +28,7 @@ import sympy as sp
 
 from .. import _config
 from ..backend import kernels
-from ..backend import program as ssa_program
+from ..backend import ssa as ssa_program
 from ..ir import graph as g
 from ..ir import tensor as t
 from .batch import BatchProgram

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._errors import ArgumentError
 from ..backend import bodies, kernels, printer
-from ..backend import program as _program
+from ..backend import ssa as _program
 from ..diff.blocks import Offsets
 from . import layout
 from . import tape as _tape

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backend import kernels as _kernels
-from ..backend import tape as _encoding
+from ..backend import tape_code as _encoding
 from ..backend.bodies import Body, vm_symbol
-from ..backend.program import Program
-from ..backend.tape import TapeCode
+from ..backend.ssa import Program
+from ..backend.tape_code import TapeCode
 from .jit import cache as _cache
 from .jit import jobs as _jobs
 from .jit import native as _native
@@ -41,7 +41,7 @@ from .jit import native as _native
 
 @dataclass
 class Tape(TapeCode):
-    """A tape (``backend/tape.py``) with its runs: through the interpreter's
+    """A tape (``backend/tape_code.py``) with its runs: through the interpreter's
     Numba wrappers, or its C entry points until they load."""
 
     _pointers: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -271,6 +271,6 @@ def initialise_numba() -> None:
 
 
 def encode(program: Program, in_sizes: list[int], out_sizes: list[int], dtype) -> Tape:
-    """``program`` as a runnable tape (see ``backend.tape.encode``)."""
+    """``program`` as a runnable tape (see ``backend.tape_code.encode``)."""
     code = _encoding.encode(program, in_sizes, out_sizes, dtype)
     return Tape(**{f.name: getattr(code, f.name) for f in dataclasses.fields(TapeCode)})

@@ -23,7 +23,7 @@ import numpy as np
 import sympy as sp
 
 from .._errors import ArgumentError
-from ..backend import program as _program
+from ..backend import ssa as _program
 from ..ir import graph as g
 from ..ir import ops as _ops
 from ..ir import tensor as t

@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import _fingerprint
 from .._errors import warn
-from ..backend import program as _program
+from ..backend import ssa as _program
 from ..ir import graph as g
 from . import layout
 from .jit import cache as _cache
@@ -51,7 +51,7 @@ _DIGEST = re.compile(r"[0-9a-f]{16}")
 _FLOAT_DTYPES = ("<f4", "<f8")
 
 
-def fingerprint() -> str:
+def entry_stamp() -> str:
     """A digest of symjac's own source and the versions it depends on (see
     :mod:`symjac._fingerprint`) and of this cache's format: any change to how
     programs are built invalidates old entries."""
@@ -73,7 +73,7 @@ def key(request, parts, traced) -> str | None:
     except (KeyError, AssertionError):  # a symbol that is not an input: do not cache
         return None
     material = json.dumps([
-        fingerprint(), repr(request.products), sorted(request.static_argnums), request.kernel_base, graph,
+        entry_stamp(), repr(request.products), sorted(request.static_argnums), request.kernel_base, graph,
         [[list(s.shape), s.dtype.str] for s in parts.specs], parts.parameters,
         [[list(a.shape), a.dtype.str] for a in traced.arrays], traced.single, parts.dtype.str,
     ])

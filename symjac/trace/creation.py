@@ -28,7 +28,7 @@ from .._errors import TracerConversionError
 from .._location import user_location
 from ..ir import graph as g
 from . import tensor
-from .symarray import BY_NAME, SymArray, const_array, is_traced, ndindex
+from .symarray import PRIMITIVES, SymArray, const_array, is_traced, ndindex
 
 
 def has_traced(obj) -> bool:
@@ -79,10 +79,10 @@ def full(shape, fill_value, dtype=None, order="C", **kwargs):
 def _like(name, fill):
     def build(a, dtype=None, order="K", subok=True, shape=None, **kwargs):
         if isinstance(a, SymArray):
-            return BY_NAME[name].build(a, dtype=dtype, order=order, subok=subok, shape=shape, **kwargs)
+            return PRIMITIVES[name].build(a, dtype=dtype, order=order, subok=subok, shape=shape, **kwargs)
         base = np.asarray(a) if not has_traced(a) else array(a)
         if isinstance(base, SymArray):
-            return BY_NAME[name].build(base, dtype=dtype, shape=shape)
+            return PRIMITIVES[name].build(base, dtype=dtype, shape=shape)
         return _traceable(np.full_like(base, fill, dtype=dtype, order=order, subok=False, shape=shape))
 
     build.__name__ = name
@@ -98,7 +98,7 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
     """``np.full_like``; traced for a floating result or a traced fill value (symjac)."""
     if isinstance(a, SymArray) or has_traced(fill_value):
         a = a if isinstance(a, SymArray) else const_array(np.asarray(a))
-        return BY_NAME["full_like"].build(a, fill_value, dtype=dtype, shape=shape)
+        return PRIMITIVES["full_like"].build(a, fill_value, dtype=dtype, shape=shape)
     return _traceable(np.full_like(a, fill_value, dtype=dtype, order=order, subok=False, shape=shape))
 
 

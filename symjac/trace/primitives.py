@@ -46,10 +46,10 @@ from .arrayops import (
 )
 from .symarray import (
     ARRAY_TIER_ONLY,
-    BY_NAME,
     FUNCTIONS,
     LATE_UFUNCS,
     LIBRARY_FUNCTIONS,
+    PRIMITIVES,
     UFUNC_METHODS,
     UFUNCS,
     SymArray,
@@ -566,9 +566,9 @@ TABLE: list[Primitive] = [
 
 def _register() -> None:
     for row in TABLE:
-        if row.name in BY_NAME:
+        if row.name in PRIMITIVES:
             raise AssertionError(f"duplicate primitive {row.name}")
-        BY_NAME[row.name] = row
+        PRIMITIVES[row.name] = row
         for fn in row.numpy:
             if isinstance(fn, SciPyUfunc):
                 LATE_UFUNCS[fn.name] = row

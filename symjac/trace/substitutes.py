@@ -36,7 +36,7 @@ from .._errors import RandomDrawWarning, TracerControlFlowError
 from .._location import user_frame, user_location
 from . import creation, library, tensor
 from .namespace import ModuleView, Scope, in_user_module
-from .symarray import BY_NAME, LIBRARY_FUNCTIONS, SymArray, is_traced
+from .symarray import LIBRARY_FUNCTIONS, PRIMITIVES, SymArray, is_traced
 
 # ----- numpy -------------------------------------------------------------------------------
 
@@ -81,7 +81,7 @@ def _math_function(name: str, fn):
         if not _traced_args(args):
             return fn(*args, **kwargs)
         if name in _MATH_ROWS:
-            return BY_NAME[_MATH_ROWS[name]].build(*args)
+            return PRIMITIVES[_MATH_ROWS[name]].build(*args)
         if name == "log":
             out = np.log(args[0])
             return out / np.log(args[1]) if len(args) > 1 else out

@@ -26,7 +26,7 @@ from . import integers
 UFUNCS: dict = {}
 FUNCTIONS: dict = {}
 #: Primitive rows by name, for methods and operators.
-BY_NAME: dict = {}
+PRIMITIVES: dict = {}
 #: SciPy ufunc name -> Primitive, bound to the ufunc when NumPy first hands it over.
 LATE_UFUNCS: dict = {}
 #: (ufunc, method name) -> Primitive: ``np.maximum.accumulate``.
@@ -97,7 +97,7 @@ class SymArray:
             if name is not None:
                 kwargs.pop("out", None)
                 kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
-                return BY_NAME[name].build(*inputs, **kwargs)
+                return PRIMITIVES[name].build(*inputs, **kwargs)
         elif (ufunc, method) in UFUNC_METHODS:
             kwargs.pop("out", None)
             return UFUNC_METHODS[ufunc, method].build(*inputs, **kwargs)
@@ -248,12 +248,12 @@ class SymArray:
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return BY_NAME["reshape"].build(self, shape, order=order)
+        return PRIMITIVES["reshape"].build(self, shape, order=order)
 
     def transpose(self, *axes):
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
-        return BY_NAME["transpose"].build(self, axes or None)
+        return PRIMITIVES["transpose"].build(self, axes or None)
 
     def ravel(self, order="C"):
         return self.reshape(-1, order=order)
@@ -283,51 +283,51 @@ class SymArray:
     conjugate = conj
 
     def squeeze(self, axis=None):
-        return BY_NAME["squeeze"].build(self, axis)
+        return PRIMITIVES["squeeze"].build(self, axis)
 
     def swapaxes(self, a, b):
-        return BY_NAME["swapaxes"].build(self, a, b)
+        return PRIMITIVES["swapaxes"].build(self, a, b)
 
     def dot(self, other):
-        return BY_NAME["dot"].build(self, other)
+        return PRIMITIVES["dot"].build(self, other)
 
     def clip(self, min=None, max=None):
-        return BY_NAME["clip"].build(self, min, max)
+        return PRIMITIVES["clip"].build(self, min, max)
 
     def diagonal(self, offset=0, axis1=0, axis2=1):
-        return BY_NAME["diagonal"].build(self, offset, axis1, axis2)
+        return PRIMITIVES["diagonal"].build(self, offset, axis1, axis2)
 
     def trace(self, offset=0, axis1=0, axis2=1):
-        return BY_NAME["trace"].build(self, offset, axis1, axis2)
+        return PRIMITIVES["trace"].build(self, offset, axis1, axis2)
 
     def round(self, decimals=0, out=None):
         return FUNCTIONS[np.round].build(self, decimals, out)
 
     def cumsum(self, axis=None):
-        return BY_NAME["cumsum"].build(self, axis)
+        return PRIMITIVES["cumsum"].build(self, axis)
 
     def cumprod(self, axis=None):
-        return BY_NAME["cumprod"].build(self, axis)
+        return PRIMITIVES["cumprod"].build(self, axis)
 
     def all(self, axis=None, out=None, keepdims=False, *, where=None):
-        return BY_NAME["all"].build(self, axis, out, keepdims, where=where)
+        return PRIMITIVES["all"].build(self, axis, out, keepdims, where=where)
 
     def any(self, axis=None, out=None, keepdims=False, *, where=None):
-        return BY_NAME["any"].build(self, axis, out, keepdims, where=where)
+        return PRIMITIVES["any"].build(self, axis, out, keepdims, where=where)
 
     def ptp(self, axis=None, out=None, keepdims=False):
-        return BY_NAME["ptp"].build(self, axis, out, keepdims)
+        return PRIMITIVES["ptp"].build(self, axis, out, keepdims)
 
     def argmax(self, axis=None, out=None, *, keepdims=False):
-        return BY_NAME["argmax"].build(self, axis, out, keepdims=keepdims)
+        return PRIMITIVES["argmax"].build(self, axis, out, keepdims=keepdims)
 
     def argmin(self, axis=None, out=None, *, keepdims=False):
-        return BY_NAME["argmin"].build(self, axis, out, keepdims=keepdims)
+        return PRIMITIVES["argmin"].build(self, axis, out, keepdims=keepdims)
 
 
 def _reduction_method(name: str) -> Callable:
     def method(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        return BY_NAME[name].build(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
+        return PRIMITIVES[name].build(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
 
     method.__name__ = name
     return method
@@ -339,7 +339,7 @@ for _name, _row in {"sum": "sum", "mean": "mean", "prod": "prod", "max": "amax",
 
 def _moment_method(name: str) -> Callable:
     def method(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-        return BY_NAME[name].build(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kwargs)
+        return PRIMITIVES[name].build(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kwargs)
 
     method.__name__ = name
     return method

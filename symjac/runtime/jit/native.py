@@ -84,7 +84,7 @@ _switch_saved: tuple[float, float] | None = None  # (the switch interval to rest
 def compile_object(body: Body, quick: bool = False, source: str | None = None) -> bytes:
     """Machine code (an object file) for ``body``, compiled in this process:
     fully optimised, or (``quick``) in about a fifth of the time."""
-    return machine_code.compile_ir(source or body.ir, quick=quick)
+    return machine_code.compile_ir(source or body.ir(), quick=quick)
 
 
 def _host() -> str:
@@ -257,10 +257,10 @@ def ensure(body: Body) -> bool:
         compiled = code is None
         if compiled:
             with python_work:
-                source = full = body.ir
+                source = full = body.ir()
                 quick = body.may_be_quick and QUICK_LINES is not None and source.count("\n") > QUICK_LINES
                 if quick:
-                    source = body.quick_ir()
+                    source = body.quick_ir(full)
             code = compile_object(body, quick=quick, source=source)
             if quick:
                 _quick.add(symbol)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import ops as _ops
-from .program import Program
+from .ssa import Program
 
 _OP = _ops.OPCODE
 

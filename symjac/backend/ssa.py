@@ -294,7 +294,7 @@ FORMAT = "p1"
 
 
 def to_text(program: Program, spec: KernelSpec, batched: Sequence[bool] | None = None) -> str:
-    """``program`` and the kernel's layout as one line of opcode names and numbers.
+    """``program`` and the kernel's arguments as one line of opcode names and numbers.
 
     Fields are separated by ``|``: format, compute dtype, per-input flat sizes,
     per-input batched flags (``-`` for a single kernel), per-output flat sizes,
@@ -324,8 +324,9 @@ def to_text(program: Program, spec: KernelSpec, batched: Sequence[bool] | None =
 
 
 @dataclass
-class Layout:
-    """What the text says besides the program."""
+class Arguments:
+    """A kernel body's arguments, as its text gives them besides the program: the compute
+    dtype, the inputs' sizes and which are scalars or batched, the outputs' sizes."""
 
     dtype: np.dtype
     in_sizes: list[int]
@@ -334,7 +335,7 @@ class Layout:
     out_sizes: list[int]
 
 
-def from_text(text: str) -> tuple[Program, Layout]:
+def from_text(text: str) -> tuple[Program, Arguments]:
     """The inverse of :func:`to_text` (raises ValueError on anything else)."""
     fields = text.split("|")
     if len(fields) != 8 or fields[0] != FORMAT:
@@ -362,6 +363,6 @@ def from_text(text: str) -> tuple[Program, Layout]:
         o, f, v = item.split(" ")
         program.const_stores.append((int(o), int(f), float(v)))
     sizes = [x for x in ins.split(",") if x]
-    layout = Layout(np.dtype(dtype), [int(x.rstrip("s")) for x in sizes], [x.endswith("s") for x in sizes],
+    layout = Arguments(np.dtype(dtype), [int(x.rstrip("s")) for x in sizes], [x.endswith("s") for x in sizes],
                     None if flags == "-" else [x == "1" for x in flags.split(",") if x], ints(outs))
     return program, layout
