@@ -1,20 +1,5 @@
-"""What each transform computes, symbolically, and its shape contract.
-
-For ``f: in_shape -> out_shape``:
-
-============  =============================  ==================================
-transform     extra argument                 result shape
-============  =============================  ==================================
-jit           --                             out_shape
-jacobian      --                             out_shape + in_shape
-jvp           v, shaped like the input       out_shape          (J . v)
-vjp           u, shaped like the output      in_shape           (u . J)
-grad          -- (f scalar)                  in_shape
-hessian       --                             out_shape + in_shape + in_shape
-hvp           v, shaped like the input       in_shape           (H . v, f scalar)
-divergence    -- (out_shape == in_shape)     ()                 (sum_i J[i, i])
-laplacian     -- (f scalar)                  ()                 (sum_i H[i, i])
-============  =============================  ==================================
+"""What each transform computes, symbolically (one function per record of
+``ir/transforms.py``, which states each transform's shape contract).
 
 Each function here takes traced arguments (SymArrays, plus static values)
 and returns SymArrays, so the same code serves a top-level call (which then
@@ -32,30 +17,12 @@ import numpy as np
 from .._config import LIMITS
 from .._errors import ArgumentError, InputTypeError, NonScalarOutputError, ResourceLimitError, ShapeError
 from ..ir import graph as g
+from ..ir.transforms import KINDS, Spec
 from ..trace import namespace, pytree
 from ..trace.symarray import SymArray, from_object_array
 from ..trace.tracer import Traced, call_traced, fresh_variables
 from . import accumulate as _diff
 from .blocks import Offsets
-
-#: the trailing vector argument of each vector product: a tangent v shaped
-#: like the input (jvp, hvp) or a cotangent u shaped like the output (vjp)
-VECTOR = {"jvp": "v", "vjp": "u", "hvp": "v"}
-#: how many trailing vector arguments each product takes
-EXTRA = {kind: 1 for kind in VECTOR}
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One product's static description (part of every cache key)."""
-
-    kind: str
-    argnums: tuple[int, ...]
-    tuple_argnums: bool  # argnums was given as a tuple: results are tuples per argnum
-    n_extra: int  # trailing vector arguments (v for jvp/hvp, u for vjp)
-    sparse: str | None = None  # "csr" / "csc": sparse Jacobian / Hessian blocks
-    has_aux: bool = False  # the function returns (value, aux): differentiate value, return aux as it is
-    with_value: bool = False  # value_and_grad: the value first, then the product
 
 
 class SymSparse:
@@ -225,7 +192,7 @@ def _scalar_output(traced: Traced, kind: str) -> SymArray:
             f"{kind} needs a function with one scalar output (shape ()), but the function "
             f"returns shape {shapes}. Reduce it to a scalar (e.g. .sum()), or use "
             f"sj.jacobian for the derivative of every output"
-            + (" (or sj.vjp to contract it with a cotangent u)." if kind == "grad" else ".")
+            + (" (or sj.vjp to contract it with a cotangent u)." if KINDS[kind].with_vector else ".")
         )
     return traced.arrays[0]
 
@@ -235,12 +202,13 @@ def _check_vector(kind: str, given, expected: tuple, other: tuple, name: str, wh
     if tuple(shape) == tuple(expected):
         return
     hint = ""
-    if kind == "vjp" and other is not None and tuple(shape) == tuple(other):
+    vector = KINDS[kind].vector
+    if vector == "u" and other is not None and tuple(shape) == tuple(other):
         hint = (
             " A vector shaped like the input belongs to jvp, which computes J·v "
             "(jvp: v[j] tangent, result shaped like the output)."
         )
-    elif kind in ("jvp", "hvp") and other is not None and tuple(shape) == tuple(other):
+    elif vector == "v" and other is not None and tuple(shape) == tuple(other):
         hint = (
             " A vector shaped like the output belongs to vjp, which computes uᵀ·J "
             "(vjp: g[j] = Σ_i u[i] ∂y[i]/∂x[j], result shaped like the input)."
@@ -261,7 +229,7 @@ def split_vectors(spec: Spec, args: Sequence) -> tuple[list, list | object | Non
     if not spec.n_extra:
         return primal, None
     vectors = args[-1]
-    if spec.kind not in ("jvp", "hvp"):
+    if spec.transform.vector != "v":  # (vjp's u: one per output leaf, checked after the trace)
         return primal, vectors
     vectors = _per_argnum(spec, vectors, "tangent v")
     for k, v in zip(spec.argnums, vectors, strict=True):
@@ -272,13 +240,20 @@ def split_vectors(spec: Spec, args: Sequence) -> tuple[list, list | object | Non
         if want == got:
             continue
         swapped = [j for j in range(len(primal)) if j != k and tuple(_shape(primal[j])) == want]
-        if spec.kind == "hvp" and swapped:  # (other shapes: checked after the trace, which knows the output's)
+        if spec.transform.order == 2 and swapped:  # (other shapes: checked after the trace, which knows the output's)
             raise ShapeError(
                 f"hvp: the tangent v must have the shape of argument {k}, {want}; got {got}. hvp takes the "
                 f"function's arguments, then v. Argument {swapped[0]} has that shape: if SciPy calls this as "
                 "hessp(x, p, *args), its order puts p second; pass hessp=sj.scipy.objective(f).hessp, or "
                 "hessp=lambda x, p, *args: H(x, *args, p).")
     return primal, vectors
+
+
+def check_argnums(spec: Spec) -> None:
+    """A transform of one input (divergence, laplacian) refuses a tuple of argnums."""
+    if spec.transform.single_argnum and spec.tuple_argnums:
+        role = "field" if spec.transform.output == "field" else "function"
+        raise ArgumentError(f"{spec.kind} takes a single argnum (the {role}'s input).")
 
 
 def _shape(a) -> tuple:
@@ -379,17 +354,20 @@ class Outputs:
         return Traced(traced.arrays[: self.n], single=self.single), list(traced.arrays[self.n :])
 
     def require_array(self, kind: str, traced: Traced) -> None:
-        """``grad``, ``hvp``, ``laplacian`` and ``divergence`` differentiate one array: an
-        error naming each output of a function that returns a container of them."""
-        if self.single or kind not in ("grad", "hvp", "laplacian", "divergence"):
+        """Transforms whose record wants one output (``grad``, ``hvp``, ``laplacian``,
+        ``divergence``) differentiate one array: an error naming each output of a
+        function that returns a container of them."""
+        record = KINDS[kind]
+        if self.single or record.output == "any":
             return
         listed = ", ".join(f"{path} {tuple(a.shape)}" for path, a in zip(self.paths(), traced.arrays, strict=True))
-        what = "one scalar output (shape ())" if kind != "divergence" else "one array output shaped like its input"
-        fix = ("use sj.jacobian for the derivative of every output" if kind == "divergence" else
+        field = record.output == "field"
+        what = "one scalar output (shape ())" if not field else "one array output shaped like its input"
+        fix = ("use sj.jacobian for the derivative of every output" if field else
                "return the scalar alone and pass the rest beside it with has_aux=True "
                "(`return loss, {\"logits\": z}`), or use sj.jacobian for the derivative of every output"
-               + (" (or sj.vjp to contract it with a cotangent u)" if kind == "grad" else ""))
-        error = ShapeError if kind == "divergence" else NonScalarOutputError
+               + (" (or sj.vjp to contract it with a cotangent u)" if record.with_vector else ""))
+        error = ShapeError if field else NonScalarOutputError
         raise error(f"{kind} needs a function with {what}, but the function returns "
                     f"{pytree.describe(self.tree)}: {listed}. To differentiate one of them, {fix}.")
 
@@ -412,7 +390,7 @@ class Outputs:
     def rebuilt(self, result, kind: str):
         """A product's per-output results inside another trace, in the output's container
         (at the top the API rebuilds it: the runtime takes tuples)."""
-        if self.structure is None or kind not in ("jit", "jacobian", "jvp", "hessian"):
+        if self.structure is None or KINDS[kind].result[:1] != ("output",):
             return result
         return pytree.unflatten(self.structure, list(result))
 
@@ -442,17 +420,16 @@ def trace(chain: Sequence[Spec], root: Callable, args: list, top: bool = True,
     gives what to call ``root`` with (``(callable, positional args)``: keyword-only
     arguments passed by keyword, defaults left out); None: ``root(*args)``."""
     spec = chain[0]
-    if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
-        raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
+    check_argnums(spec)
     primal, vectors = split_vectors(spec, args)
     fn, call = _inner(chain, root, call)
     outputs = Outputs(fn, spec.has_aux, call)
-    var = _Variables(primal, spec.argnums, top) if spec.kind != "jit" else None
+    var = _Variables(primal, spec.argnums, top) if spec.transform.differentiates else None
     traced = call_traced(outputs, var.call_args if var is not None else primal)
     # the output's structure is checked here, not in finish: a warm start skips finish
     value = outputs.split(traced)[0]
     outputs.require_array(spec.kind, value)
-    if spec.kind == "vjp":
+    if spec.transform.vector == "u":
         vectors = outputs.cotangents(vectors, value)
     return Partial(spec, top, traced, var, vectors, outputs)
 

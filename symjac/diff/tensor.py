@@ -23,12 +23,13 @@ import numpy as np
 from .._errors import ArgumentError, ShapeError
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
+from ..ir.transforms import Spec
 from ..trace import pytree
 from ..trace.tensor import TArray, as_node
 from ..trace.tracer import Traced, call_traced_arrays
 from . import products
 from . import tensor_rules as rules
-from .products import Spec, _check_dense, _derivative_dtype, _scalar_output
+from .products import _check_dense, _derivative_dtype, _scalar_output
 
 _fresh = itertools.count()
 
@@ -279,9 +280,8 @@ def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, 
     aux, ``products.Outputs``; ``call``: see ``products.trace``)."""
     spec = chain[0]
     if spec.sparse:
-        raise products.ArgumentError("sparse results are built on the scalar tier")
-    if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
-        raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
+        raise ArgumentError("sparse results are built on the scalar tier")
+    products.check_argnums(spec)
     primal, vectors = products.split_vectors(spec, args)
     if len(chain) == 1:
         fn = root
@@ -292,13 +292,13 @@ def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, 
             return wrap(apply(rest, root, list(inner_args), call=inner_call))
 
     outputs = products.Outputs(fn, spec.has_aux, call)
-    var = _Variables(primal, spec.argnums, top) if spec.kind != "jit" else None
+    var = _Variables(primal, spec.argnums, top) if spec.transform.differentiates else None
     traced = call_traced_arrays(outputs, var.call_args if var is not None else primal)
     if facts is not None:
         facts["outputs"] = outputs
     value_traced, extra = outputs.split(traced)
     outputs.require_array(spec.kind, value_traced)
-    if spec.kind == "vjp":
+    if spec.transform.vector == "u":
         vectors = outputs.cotangents(vectors, value_traced)
     result = _FINISH[spec.kind](spec, value_traced, var, vectors)
     if not top:
