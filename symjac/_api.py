@@ -28,6 +28,7 @@ from .runtime import dispatch, keys, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
+from .trace import products as trace_products
 from .trace import pytree
 from .trace.symarray import is_traced
 from .trace.tensor import TArray
@@ -374,8 +375,9 @@ class Transform:
         call = self.request.call
         if any(isinstance(a, TArray) or (isinstance(a, tuple) and any(isinstance(p, TArray) for p in a))
                for a in args):
-            return tensor_products.wrap(tensor_products.apply(self.request.products, self.root, args, call=call))
-        return products.apply(self.request.products, self.root, args, call=call)
+            return trace_products.wrap(trace_products.apply_arrays(self.request.products, self.root, args,
+                                                                   tensor_products.finish, call=call))
+        return trace_products.apply(self.request.products, self.root, args, products.finish, call=call)
 
     def symbolic(self, *args, captured: str = "symbols", **kwargs):
         """The result for arguments shaped like ``args``, as SymPy expressions.

@@ -31,6 +31,7 @@ every cache key; ``spec.kind`` is the record's name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 #: how a result nests, outermost first: per output leaf ("output", in the output's container)
 #: and per differentiated argument ("input", in the argument's container); () is one array
@@ -120,3 +121,25 @@ class Spec:
     def transform(self) -> Kind:
         """The record of its transform."""
         return KINDS[self.kind]
+
+
+@dataclass
+class Partial:
+    """A product traced but not yet differentiated: what the trace stage
+    (``trace/products.py``) hands the differentiation stage (``diff/products.py``
+    and ``diff/tensor.py``, whose ``finish`` completes it).
+
+    Between the two halves the runtime looks the traced graph up in its
+    disk cache, and skips ``finish`` when an earlier process already
+    differentiated the same graph.  (Its parts are the trace stage's types,
+    named here in words: the IR knows nothing of them.)
+    """
+
+    spec: Spec
+    top: bool  # the outermost product of a top-level call (not inside another trace)
+    traced: Any  # trace.tracer.Traced: the function's output leaves (with has_aux, then aux's leaves)
+    var: Any  # trace.products.Variables: the differentiated arguments (None for jit)
+    #: the trailing vector: v per argnum (checked by ``var.vectors``), or u per output
+    #: leaf (checked; array-tier nodes on the array tier); None: none
+    vectors: Any
+    outputs: Any = None  # trace.products.Outputs: the structures of the function's output and aux
