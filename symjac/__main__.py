@@ -15,7 +15,11 @@ import shutil
 import sys
 from pathlib import Path
 
-WHAT = ("jacobian", "hessian", "grad", "jvp", "vjp", "hvp", "divergence", "laplacian", "values")
+from symjac.ir.transforms import RECORDS
+from symjac.ir.transforms import names as _names
+
+#: ``--what``: each transform by its record's name there ("values" for jit)
+WHAT = {k.what: k for k in RECORDS}
 
 SHOW_EPILOG = """\
 examples:
@@ -157,14 +161,15 @@ def _show(args) -> int:
     argnums = argnums if len(argnums) > 1 else argnums[0]
     with sj.compiling("never"):  # show only generates code; nothing needs compiling
         try:
-            if args.what == "values":
+            record = WHAT[args.what]
+            if not record.differentiates:
                 transform = sj.jit(fn, static_argnums=static)
             else:
-                transform = getattr(sj, args.what)(fn, argnums, static_argnums=static)
-            if args.what in ("jvp", "hvp"):
+                transform = getattr(sj, record.name)(fn, argnums, static_argnums=static)
+            if record.vector == "v":  # a tangent shaped like the differentiated argument
                 x = call_args[argnums] if isinstance(argnums, int) else None
                 call_args.append(np.zeros(np.shape(x)) if x is not None else tuple(np.zeros(np.shape(call_args[a])) for a in argnums))
-            elif args.what == "vjp":
+            elif record.vector == "u":  # a cotangent shaped like the output
                 out = sj.jit(fn, static_argnums=static).symbolic(*call_args)
                 shape_of = lambda o: np.shape(np.array(o.tolist(), dtype=object)) if hasattr(o, "tolist") else ()  # noqa: E731
                 call_args.append(tuple(np.zeros(shape_of(o)) for o in out) if isinstance(out, tuple) else np.zeros(shape_of(out)))
@@ -179,8 +184,8 @@ def _show(args) -> int:
             else:
                 print(shown)
             if args.sparsity:
-                if args.what not in ("jacobian", "hessian"):
-                    raise SystemExit("symjac show: --sparsity applies to --what jacobian or hessian.")
+                if not record.sparse:
+                    raise SystemExit(f"symjac show: --sparsity applies to --what {_names(lambda k: k.sparse, 'or')}.")
                 patterns = transform.sparsity(*call_args)
                 for pattern in patterns if isinstance(patterns, tuple) else (patterns,):
                     print(f"\nsparsity pattern, {pattern.shape[0]}x{pattern.shape[1]}, {pattern.nnz} nonzeros:")
@@ -236,7 +241,7 @@ def parser() -> argparse.ArgumentParser:
                       help="the shape of parameter NAME (repeat for each parameter): x=3, w=2,3, t=scalar")
     show.add_argument("--static", action="append", metavar="NAME=VALUE",
                       help="a parameter's fixed value, a Python literal the trace depends on: n=5, mode='tanh'")
-    show.add_argument("--what", choices=WHAT, default="jacobian",
+    show.add_argument("--what", choices=tuple(WHAT), default="jacobian",
                       help="what to show (default: jacobian); jvp/hvp add a tangent v shaped like the "
                            "differentiated argument, vjp a cotangent u shaped like the output")
     show.add_argument("--wrt", metavar="NAME[,NAME]",

@@ -21,11 +21,13 @@ from ._signature import DEFAULT, Signature, argnames, normalize_argnums
 from ._signature import runtime_value as _runtime_value
 from .diff import products
 from .diff import tensor as tensor_products
-from .diff.products import EXTRA, VECTOR, Spec
+from .ir.transforms import INPUT, KINDS, OUTPUT, Spec
+from .ir.transforms import names as _names
 from .runtime import dispatch, kernel, keys, layout, store
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
+from .trace import products as trace_products
 from .trace import pytree
 from .trace.symarray import is_traced
 from .trace.tensor import TArray
@@ -89,8 +91,11 @@ class Transform:
                                       "static_argnames": static_argnames})
         if not callable(fn):
             raise ArgumentError(f"sj.{kind} needs a callable; got {type(fn).__name__}.")
+        if kind not in KINDS:
+            raise ArgumentError(f"no transform {kind!r}; the transforms are {_names(lambda k: True)}.")
+        record = KINDS[kind]
         static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        if isinstance(fn, Transform) and fn.kind == "jit":
+        if isinstance(fn, Transform) and not fn.spec.transform.differentiates:
             # jit only compiles; a transform of it is the transform of its function
             static_argnums = tuple(fn.static_argnums) + (
                 tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else (static_argnums,)
@@ -103,13 +108,13 @@ class Transform:
         inner = fn if isinstance(fn, Transform) else None
         self._signature = None if inner else Signature(fn)
         self.root_signature: Signature = inner.root_signature if inner else self._signature
-        self.n_extra = EXTRA.get(kind, 0)
+        self.n_extra = record.n_extra
         n_primal = inner.n_params if inner else self._signature.n_params
         static = normalize_argnums(static_argnums, n_primal, "static_argnums")[0] if static_argnums != () else ()
         positions, self.static_kwnames = argnames(self.root_signature, static_argnames)
         self.static_kwnames |= inner.static_kwnames if inner else frozenset()
         self.static_argnums = frozenset(static) | positions | (inner.static_argnums if inner else frozenset())
-        if kind == "jit":
+        if not record.differentiates:
             self.argnums, self.tuple_argnums = (), False
         else:
             self.argnums, self.tuple_argnums = normalize_argnums(argnums, n_primal, "argnums")
@@ -123,9 +128,9 @@ class Transform:
                 )
         if format not in ("csr", "csc"):
             raise ArgumentError(f"format must be 'csr' or 'csc'; got {format!r}.")
-        if sparse and kind not in ("jacobian", "hessian"):
-            raise ArgumentError(f"sparse=True applies to jacobian and hessian, not {kind}.")
-        if has_aux and kind not in ("grad", "jacobian", "jvp", "vjp", "hessian"):
+        if sparse and not record.sparse:
+            raise ArgumentError(f"sparse=True applies to {_names(lambda k: k.sparse)}, not {kind}.")
+        if has_aux and not record.has_aux:
             raise ArgumentError(
                 f"has_aux=True applies to grad, value_and_grad, jacobian, hessian, jvp and vjp, not {kind}.")
         self.spec = Spec(kind, self.argnums, self.tuple_argnums, self.n_extra, format if sparse else None,
@@ -185,7 +190,7 @@ class Transform:
         keyword-only ones (``Signature.bind``: defaults left out stay
         defaults), followed by the vector of a vector product."""
         kwargs = dict(kwargs)
-        name = VECTOR.get(self.kind)
+        name = self.spec.transform.vector
         if self.n_extra and name in kwargs and name not in (*self.root_signature.names, *self.root_signature.kwonly_names):
             primal, extra = args, (kwargs.pop(name),)  # jvp(f)(x, v=t): the vector by its name
         else:
@@ -335,9 +340,10 @@ class Transform:
 
     def _rebuilt_main(self, result, structure: tuple, compiled):
         spec, tree = self.spec, compiled.out_structure
-        if spec.kind in ("divergence", "laplacian") or (not structure and tree is None):
+        nesting = spec.transform.result  # (OUTPUT, INPUT, ...): how the result nests, outermost first
+        if not nesting or (not structure and tree is None):
             return result
-        if spec.kind in ("jit", "jvp"):
+        if nesting == (OUTPUT,):
             return pytree.unflatten(tree, list(result)) if tree is not None else result
         shapes = [structure[a] if a < len(structure) else None for a in spec.argnums]
 
@@ -346,13 +352,13 @@ class Transform:
             parts = [p if s is None else pytree.unflatten(s, p) for p, s in zip(parts, shapes, strict=True)]
             return tuple(parts) if spec.tuple_argnums else parts[0]
 
-        if spec.kind in ("grad", "vjp", "hvp"):
+        if nesting == (INPUT,):
             return per_argnum(result)
         single = compiled.single_output
         outs = [result] if single else list(result)
-        if spec.kind == "jacobian":
+        if nesting == (OUTPUT, INPUT):
             outs = [per_argnum(o) for o in outs]
-        else:  # hessian: [argnum][argnum], each a container's per-leaf tuple where it is one
+        else:  # (OUTPUT, INPUT, INPUT), hessian: [argnum][argnum], each a container's per-leaf tuple where it is one
             def hessian(o):
                 rows = list(o) if spec.tuple_argnums else [o]
                 fixed = [per_argnum(r) if s is None else pytree.unflatten(s, [per_argnum(x) for x in r])
@@ -368,8 +374,9 @@ class Transform:
         call = self.request.call
         if any(isinstance(a, TArray) or (isinstance(a, tuple) and any(isinstance(p, TArray) for p in a))
                for a in args):
-            return tensor_products.wrap(tensor_products.apply(self.request.products, self.root, args, call=call))
-        return products.apply(self.request.products, self.root, args, call=call)
+            return trace_products.wrap(trace_products.apply_arrays(self.request.products, self.root, args,
+                                                                   tensor_products.finish, call=call))
+        return trace_products.apply(self.request.products, self.root, args, products.finish, call=call)
 
     def symbolic(self, *args, captured: str = "symbols", **kwargs):
         """The result for arguments shaped like ``args``, as SymPy expressions.
@@ -415,8 +422,8 @@ class Transform:
         array([[ True,  True, False],
                [False,  True,  True]])
         """
-        if self.kind not in ("jacobian", "hessian"):
-            raise ArgumentError(f"sparsity() applies to jacobian and hessian, not {self.kind}.")
+        if not self.spec.transform.sparse:
+            raise ArgumentError(f"sparsity() applies to {_names(lambda k: k.sparse)}, not {self.kind}.")
         sparse = self if self.spec.sparse else Transform(
             self.fn, self.kind, self.argnums if self.tuple_argnums else self.argnums[0],
             tuple(self.static_argnums), sparse=True, static_argnames=tuple(self.static_kwnames))

@@ -15,7 +15,6 @@ import numpy as np
 from ._api import Transform, jit
 from ._signature import DEFAULT
 from ._vmap import Batched
-from .diff.products import VECTOR
 from .show import display
 from .show import explain as _explain
 
@@ -72,7 +71,7 @@ def _split_vector(t: Transform, args: tuple, kwargs: dict | None = None) -> tupl
     trailing vector if given (by position, or by its name: ``v=``, ``u=``)."""
     kwargs = dict(kwargs or {})
     n_primal = t.n_params - t.n_extra if t.n_params is not None else len(args) - t.n_extra
-    name = VECTOR.get(t.kind)
+    name = t.spec.transform.vector
     sig = t.root_signature
     vector = None
     if t.n_extra and name in kwargs and name not in (*sig.names, *sig.kwonly_names):

@@ -96,6 +96,19 @@ def test_stages_import_only_along_the_allowed_arrows(module):
     assert not wrong, f"{module} ({own}) may import only {sorted(allowed)} and shared modules; it imports {wrong}"
 
 
+#: all the differentiation stage takes from the trace stage: the scalar tier's traced array, which
+#: its results are built as. It calls no function and traces nothing: a transform's tracing is the
+#: trace stage's (trace/products.py), whose caller hands the traced product to diff's finish
+DIFF_FROM_TRACE = {"symjac.trace.symarray"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[1:2] == ["diff"]))
+def test_the_differentiation_stage_imports_no_tracer(module):
+    from_trace = sorted(t for t in GRAPH[module] if t.split(".")[1:2] == ["trace"])
+    assert set(from_trace) <= DIFF_FROM_TRACE, (
+        f"{module} imports {from_trace} from the trace stage; diff may take only {sorted(DIFF_FROM_TRACE)}")
+
+
 def test_no_import_cycles():
     # Tarjan's strongly connected components over the import graph
     index: dict = {}

@@ -15,59 +15,14 @@ built from whole-array derivative sweeps (``tensor_rules.py``):
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-import numpy as np
-
-from .._errors import ArgumentError, ShapeError
+from .._errors import ShapeError
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
-from ..trace import pytree
-from ..trace.tensor import TArray, as_node
-from ..trace.tracer import Traced, call_traced_arrays
-from . import products
+from ..ir.transforms import Partial, Spec
 from . import tensor_rules as rules
-from .products import Spec, _check_dense, _derivative_dtype, _scalar_output
-
-_fresh = itertools.count()
-
-
-def _placeholder(like: t.Node, kind: str, dtype=None) -> t.Node:
-    return t.input_(next(_fresh), kind, like.shape, like.dtype if dtype is None else dtype, kind)
-
-
-def _float(n: t.Node) -> t.Node:
-    return n if n.dtype.kind == "f" else t.cast(n, np.float64)
-
-
-class _Variables(products.Variables):
-    """The differentiated arguments: placeholders the function is traced on,
-    put back in place of the caller's nodes afterwards (inside another trace)."""
-
-    def __init__(self, args: list, argnums: tuple, top: bool):
-        self.back: dict = {}
-        super().__init__(args, argnums, top, lambda value: self._variable(value, top), TArray)
-        self.nodes: list[t.Node] = self.variables
-
-    def _variable(self, value, top: bool) -> t.Node:
-        x = as_node(value)
-        if top and x.op == "input":
-            return _float(x)
-        v = _placeholder(x, "var", x.dtype if x.dtype.kind == "f" else np.float64)
-        self.back[v] = _float(x)
-        return v
-
-    def tangents(self, vectors: list, out_shape, kind: str) -> list:
-        """One tangent node per variable (see ``products.Variables.vectors``)."""
-        return [_float(as_node(v)) for v in self.vectors(vectors, out_shape, kind)]
-
-    def restore(self, nodes: list) -> list:
-        if not self.back:
-            return nodes
-        present = [n for n in nodes if n is not None]
-        new = iter(tb.substitute(present, self.back))
-        return [None if n is None else next(new) for n in nodes]
+from .products import _check_dense, _derivative_dtype, _scalar_output
 
 
 def _zeros_if_none(n: t.Node | None, shape: tuple, dtype) -> t.Node:
@@ -79,7 +34,7 @@ def _zeros_if_none(n: t.Node | None, shape: tuple, dtype) -> t.Node:
 
 def _forward_jacobian(outs: list[t.Node], x: t.Node) -> list[t.Node | None]:
     """``d out / d x`` for each output, shape ``out.shape + x.shape``: the JVP batched over I."""
-    tangent = _placeholder(x, "tangent")
+    tangent = t.placeholder(x, "tangent")
     tangents = rules.forward(outs, {x: tangent})
     present = [tangents.get(o) for o in outs]
     nonzero = [d for d in present if d is not None]
@@ -99,7 +54,7 @@ def _forward_jacobian(outs: list[t.Node], x: t.Node) -> list[t.Node | None]:
 
 def _reverse_jacobian(o: t.Node, xs: list[t.Node]) -> list[t.Node | None]:
     """``d o / d x`` for each ``x``, shape ``o.shape + x.shape``: the VJP batched over I."""
-    seed = _placeholder(o, "cotangent", _derivative_dtype(o.dtype))
+    seed = t.placeholder(o, "cotangent", _derivative_dtype(o.dtype))
     cts = rules.reverse([(o, seed)], xs)
     present = [cts[x] for x in xs]
     nonzero = [c for c in present if c is not None]
@@ -125,16 +80,16 @@ def _gradient(out: t.Node, xs: list[t.Node]) -> list[t.Node | None]:
 # ----- the products -------------------------------------------------------------------------------
 
 
-def _jit(spec, traced: Traced, var, vectors):
+def _jit(spec, traced, var, vectors):
     return traced.pack([o.node for o in traced.arrays])
 
 
-def _structure(traced: Traced, spec: Spec, blocks, var):
+def _structure(traced, spec: Spec, blocks, var):
     per_out = [_per_input(spec, b, var) for b in blocks]
     return per_out[0] if traced.single else tuple(per_out)
 
 
-def _jacobian(spec, traced: Traced, var, vectors):
+def _jacobian(spec, traced, var, vectors):
     outs = [o.node for o in traced.arrays]
     for o in outs:
         for x in var.nodes:
@@ -147,7 +102,7 @@ def _jacobian(spec, traced: Traced, var, vectors):
     return _structure(traced, spec, [flat[k * n:(k + 1) * n] for k in range(len(outs))], var)
 
 
-def _jvp(spec, traced: Traced, var, vectors):
+def _jvp(spec, traced, var, vectors):
     outs = [o.node for o in traced.arrays]
     out_shape = outs[0].shape if traced.single else None
     seeds = dict(zip(var.nodes, var.tangents(vectors, out_shape, "jvp"), strict=True))
@@ -157,11 +112,9 @@ def _jvp(spec, traced: Traced, var, vectors):
     return traced.pack(var.restore(result))
 
 
-def _vjp(spec, traced: Traced, var, vectors):
+def _vjp(spec, traced, var, vectors):
     outs = [o.node for o in traced.arrays]
-    in_shape = var.nodes[0].shape if len(var.nodes) == 1 else None
-    us = products.output_vectors(traced, vectors, in_shape)
-    seeds = [(o, _float(as_node(vec))) for o, vec in zip(outs, us, strict=True)]
+    seeds = list(zip(outs, vectors, strict=True))  # (one u per output, as a node: checked by the trace)
     cts = rules.reverse(seeds, var.nodes)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in var.nodes))
     result = [_zeros_if_none(cts[x], x.shape, dtype) for x in var.nodes]
@@ -173,14 +126,14 @@ def _per_input(spec: Spec, arrays: list, var):
     return tuple(grouped) if spec.tuple_argnums else grouped[0]
 
 
-def _grad(spec, traced: Traced, var, vectors):
+def _grad(spec, traced, var, vectors):
     out = _scalar_output(traced, "grad").node
     grads = _gradient(out, var.nodes)
     result = [_zeros_if_none(gr, x.shape, _derivative_dtype(out.dtype, x.dtype)) for gr, x in zip(grads, var.nodes, strict=True)]
     return _per_input(spec, var.restore(result), var)
 
 
-def _hessian(spec, traced: Traced, var, vectors):
+def _hessian(spec, traced, var, vectors):
     outs = [o.node for o in traced.arrays]
     xs = var.nodes
     for o in outs:
@@ -207,7 +160,7 @@ def _hessian(spec, traced: Traced, var, vectors):
     return per_out[0] if traced.single else tuple(per_out)
 
 
-def _hvp(spec, traced: Traced, var, vectors):
+def _hvp(spec, traced, var, vectors):
     out = _scalar_output(traced, "hvp").node
     seeds = dict(zip(var.nodes, var.tangents(vectors, None, "hvp"), strict=True))
     grads = [gr for gr in _gradient(out, var.nodes)]
@@ -226,7 +179,7 @@ def _trace_of(block: t.Node | None, x: t.Node, dtype) -> t.Node:
     return t.fill(0.0, (), dtype) if total is None else t.cast(total, dtype)
 
 
-def _divergence(spec, traced: Traced, var, vectors):
+def _divergence(spec, traced, var, vectors):
     (x,) = var.nodes
     if not traced.single or traced.arrays[0].shape != x.shape:
         shapes = ", ".join(str(a.shape) for a in traced.arrays)
@@ -241,7 +194,7 @@ def _divergence(spec, traced: Traced, var, vectors):
     return result
 
 
-def _laplacian(spec, traced: Traced, var, vectors):
+def _laplacian(spec, traced, var, vectors):
     """The forward Laplacian: the Jacobian and the Laplacian of every node carried
     forward together (no reverse sweep, no Hessian)."""
     (x,) = var.nodes
@@ -253,7 +206,7 @@ def _laplacian(spec, traced: Traced, var, vectors):
         block = None if gr is None else _forward_jacobian([gr], x)[0]
         (result,) = var.restore([_trace_of(block, x, dtype)])
         return result
-    tangent = _placeholder(x, "tangent")
+    tangent = t.placeholder(x, "tangent")
     tangents = rules.forward([out], {x: tangent})
     nodes = [n for n in tangents if n is not x]
     batched = tb.batch([tangents[n] for n in nodes], {tangent: t.identity(x.shape, tangent.dtype)}, x.shape)
@@ -271,55 +224,23 @@ _FINISH: dict[str, Callable] = {
 }
 
 
-def apply(chain: Sequence[Spec], root: Callable, args: list, top: bool = False, facts: dict | None = None,
-          call: Callable | None = None):
-    """``root`` under the products ``chain`` (outermost first) on TArray
-    arguments: the result's nodes, nested as the transform returns them
-    (``facts`` gets ``outputs``: the structures of the function's output and
-    aux, ``products.Outputs``; ``call``: see ``products.trace``)."""
-    spec = chain[0]
-    if spec.sparse:
-        raise products.ArgumentError("sparse results are built on the scalar tier")
-    if spec.kind in ("divergence", "laplacian") and spec.tuple_argnums:
-        raise ArgumentError(f"{spec.kind} takes a single argnum (the {'field' if spec.kind == 'divergence' else 'function'}'s input).")
-    primal, vectors = products.split_vectors(spec, args)
-    if len(chain) == 1:
-        fn = root
-    else:
-        rest, inner_call, call = tuple(chain[1:]), call, None
-
-        def fn(*inner_args):
-            return wrap(apply(rest, root, list(inner_args), call=inner_call))
-
-    outputs = products.Outputs(fn, spec.has_aux, call)
-    var = _Variables(primal, spec.argnums, top) if spec.kind != "jit" else None
-    traced = call_traced_arrays(outputs, var.call_args if var is not None else primal)
-    if facts is not None:
-        facts["outputs"] = outputs
-    value_traced, extra = outputs.split(traced)
-    outputs.require_array(spec.kind, value_traced)
-    if spec.kind == "vjp":
-        vectors = outputs.cotangents(vectors, value_traced)
-    result = _FINISH[spec.kind](spec, value_traced, var, vectors)
-    if not top:
+def finish(p: Partial):
+    """Differentiate a product traced on the array tier (``trace.products.apply_arrays``):
+    the result's nodes, nested as the transform returns them."""
+    spec, outputs, var = p.spec, p.outputs, p.var
+    value_traced, extra = outputs.split(p.traced)
+    result = _FINISH[spec.kind](spec, value_traced, var, p.vectors)
+    if not p.top:
         result = outputs.rebuilt(result, spec.kind)
     if not spec.has_aux and not spec.with_value:
         return result
     values = [a.node for a in list(value_traced.arrays) + extra]
     values = var.restore(values) if var is not None else values
     value, extra = values[0], values[outputs.n:]
-    aux_value = outputs.rebuilt_aux(extra, top) if spec.has_aux else None
+    aux_value = outputs.rebuilt_aux(extra, p.top) if spec.has_aux else None
     if spec.with_value:
         return ((value, aux_value) if spec.has_aux else value), result
     return result, aux_value
-
-
-def wrap(result):
-    """Nodes (nested in tuples, or in a container argument's structure) as TArrays."""
-    if isinstance(result, t.Node):
-        return TArray(result)
-    leaves, structure = pytree.flatten(result, lists=True)
-    return pytree.unflatten(structure, [wrap(leaf) for leaf in leaves])
 
 
 def flatten(result) -> list[t.Node]:

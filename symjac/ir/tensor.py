@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import itertools
 import string
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -153,6 +154,15 @@ class ConstArray:
 
 def input_(index: int, name: str, shape: tuple, dtype, kind: str = "input") -> Node:
     return node("input", (), Leaf(index, name, kind), shape, dtype)
+
+
+_placeholders = itertools.count()
+
+
+def placeholder(like: Node, kind: str, dtype=None) -> Node:
+    """A fresh input shaped like ``like`` that a derivative program is built on (``kind``:
+    "var", "tangent", "cotangent"), numbered once per process so that two never meet."""
+    return input_(next(_placeholders), kind, like.shape, like.dtype if dtype is None else dtype, kind)
 
 
 def const(value, name: str | None = None) -> Node:

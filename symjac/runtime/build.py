@@ -21,6 +21,7 @@ from ..backend import ssa as ssa_program
 from ..diff import products
 from ..ir import graph as g
 from ..trace import integers
+from ..trace import products as trace_products
 from ..trace import reads as _reads
 from ..trace.symarray import ArrayTierOnly, ReadArray, SymArray
 from ..trace.tracer import ArgSpec, input_symbols, tracing
@@ -57,7 +58,7 @@ class Built:
     arrays: list  # the result's arrays, flattened
     leaves: Leaves
     dtype: np.dtype  # compute dtype of the program
-    outputs: products.Outputs | None = None  # the function's output (and aux) structure
+    outputs: trace_products.Outputs | None = None  # the function's output (and aux) structure
 
     @property
     def single_output(self) -> bool:
@@ -97,7 +98,7 @@ def _trace(request: Request, args: Sequence, values: bool = False) -> tuple[prod
         return ReadArray(name, shape, dtype)
 
     partial, read = _reads.traced(
-        lambda _: products.trace(request.products, request.root, call_args, call=request.call),
+        lambda _: trace_products.trace(request.products, request.root, call_args, products.finish, call=request.call),
         lambda mode: _reads.Reads(request.root, mode, make, len(leaf_names), set(leaf_names)),
         constants=values or any(s.sparse for s in request.products),
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backend import printer
-from ..diff.products import VECTOR, Spec
+from ..ir.transforms import VECTOR, Spec
 from . import store
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")

@@ -21,6 +21,7 @@ from .._errors import ResourceLimitError, SymjacError
 from ..diff import tensor as dt
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
+from ..trace import products as trace_products
 from ..trace import reads as _reads
 from ..trace import tensor as tt
 from ..trace.tracer import ArgSpec
@@ -51,8 +52,8 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
             call_args = call_arguments(args, shape_of_args, placeholders, request.structure)
             facts: dict = {}
             result, read = _reads.traced(
-                lambda _: dt.apply(request.products, request.root, call_args, top=True, facts=facts,
-                                   call=request.call),
+                lambda _: trace_products.apply_arrays(request.products, request.root, call_args, dt.finish, top=True,
+                                                      facts=facts, call=request.call),
                 lambda mode: _reads.Reads(request.root, mode, make, len(names), set(names)),
                 constants=values,
             )

@@ -25,6 +25,7 @@ from sympy.functions.elementary.piecewise import ExprCondPair
 from .._errors import ArgumentError
 from ..diff.products import SymSparse, flatten_result
 from ..ir import graph as g
+from ..ir.transforms import INPUT, KINDS
 from ..runtime import build
 from ..runtime.request import Request
 from ..trace import pytree
@@ -35,8 +36,6 @@ from . import tensor_display
 DEFAULT_LIMIT = 40
 
 #: the letter each transform's result is called by
-LABELS = {"jit": "y", "jacobian": "J", "jvp": "Jv", "vjp": "uJ", "grad": "g", "hessian": "H",
-          "hvp": "Hv", "divergence": "div", "laplacian": "lap"}
 
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
@@ -129,20 +128,20 @@ def _entries(result, request: Request | None, paths: list[str] | None = None) ->
     """``(label, shape, [(index, node), ...])`` per result array, zeros dropped
     (``paths``: each array's label, where the result is a container)."""
     arrays = flatten_result(result)
-    kind = request.kind if request is not None else "jit"
-    base = LABELS.get(kind, "r")
+    record = KINDS[request.kind if request is not None else "jit"]
+    base = record.label
     labels = [base] * len(arrays) if paths is None else list(paths)
     if len(arrays) > 1 and paths is None:
         product = request.products[0]
         names = request.names(max(product.argnums, default=-1) + 1)
         wrt = [names[a] for a in product.argnums]
-        per_arg = len(wrt) ** (2 if kind == "hessian" else 1) if product.tuple_argnums else 1
-        per_arg = per_arg if kind not in ("jit", "jvp") else 1
+        # one array per output, and per argnum (twice for a Hessian) where argnums is a tuple
+        per_arg = len(wrt) ** record.result.count(INPUT) if product.tuple_argnums else 1
         for k in range(len(arrays)):
             out, rest = divmod(k, per_arg)
             suffix = str(out) if len(arrays) > per_arg else ""
             if per_arg > 1:
-                picks = [rest] if kind != "hessian" else list(divmod(rest, len(wrt)))
+                picks = [rest] if record.result.count(INPUT) == 1 else list(divmod(rest, len(wrt)))
                 suffix += ("_" if suffix else "") + "".join(wrt[p] for p in picks)
             labels[k] = f"{base}{'_' if suffix and suffix[0] != '_' else ''}{suffix}"
     out = []
@@ -397,8 +396,9 @@ def title_of(request: Request, args: tuple) -> str:
     """``jacobian of f with respect to x, for x (2,), w (2, 2)``."""
     names = request.names(len(args))
     kinds = [p.kind for p in request.products]
-    what = " of ".join(["values" if kinds[0] == "jit" else kinds[0]] + kinds[1:] + [request.root_name])
-    if kinds[0] != "jit":
+    outer = KINDS[kinds[0]]
+    what = " of ".join([outer.what] + kinds[1:] + [request.root_name])
+    if outer.differentiates:
         what += " with respect to " + ", ".join(names[a] for a in request.products[0].argnums)
     return f"{what}, for {describe_args(names, args, request.static_argnums)}"
 
@@ -446,7 +446,7 @@ def shown(request: Request, args: tuple, limit: int | None = DEFAULT_LIMIT, capt
     if isinstance(built, build.tensor.TensorProgram):
         return index_notation(built, request, args, rebuild)
     n = len(flatten_result(built.result))
-    paths = None if rebuild is None else _paths(n, built.result, built, LABELS.get(request.kind, "r"), rebuild)
+    paths = None if rebuild is None else _paths(n, built.result, built, KINDS[request.kind].label, rebuild)
     again = None if paths is None else (lambda value: rebuild(value, built))
     return Shown(built.result, title_of(request, args), request, limit, paths, again)
 
@@ -464,7 +464,7 @@ def symbolic(request: Request, args: tuple, captured: str = "symbols", rebuild: 
 
 def index_notation(program, request: Request, args: tuple, rebuild: Rebuild | None = None
                    ) -> tensor_display.IndexNotation:
-    label = LABELS.get(request.kind, "y")
+    label = KINDS[request.kind].label
     outs = program.outputs
     out_names = [label] if len(outs) == 1 else [f"{label}{k}" for k in range(len(outs))]
     if rebuild is not None:

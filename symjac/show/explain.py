@@ -17,23 +17,11 @@ import numpy as np
 from .._errors import SymjacError
 from ..diff.products import flatten_result
 from ..ir import graph as g
+from ..ir.transforms import INPUT, OUTPUT
 from ..runtime import build
 from ..runtime.request import Request
 
 _LETTERS = "ijklmnpqrstabcde"
-
-#: the same computation in PyTorch and JAX, by transform
-_PEERS = {
-    "jacobian": ("torch.autograd.functional.jacobian({f}, {x})", "jax.jacobian({f})({x})"),
-    "jvp": ("torch.func.jvp({f}, ({x},), ({v},))[1]", "jax.jvp({f}, ({x},), ({v},))[1]"),
-    "vjp": ("torch.autograd.grad({y}, {x}, grad_outputs={u})", "jax.vjp({f}, {x})[1]({u})[0]"),
-    "grad": ("torch.autograd.grad({y}, {x})", "jax.grad({f})({x})"),
-    "hessian": ("torch.autograd.functional.hessian({f}, {x})", "jax.hessian({f})({x})"),
-    "hvp": ("torch.autograd.functional.hvp({f}, {x}, {v})[1]", "jax.jvp(jax.grad({f}), ({x},), ({v},))[1]"),
-    "divergence": ("torch.func.jacrev({f})({x}) summed over its diagonal", "jnp.trace(jax.jacobian({f})({x}))"),
-    "laplacian": ("torch.func.hessian({f})({x}) summed over its diagonal", "jnp.trace(jax.hessian({f})({x}))"),
-}
-
 
 @dataclass
 class _Var:
@@ -97,7 +85,7 @@ class _Explainer:
         self.kwonly = set(kwonly)
         self.left_out = left_out
         product = request.products[0]
-        self.kind, self.n_extra = product.kind, product.n_extra
+        self.kind, self.n_extra, self.record = product.kind, product.n_extra, product.transform
         self.static = request.static_argnums
         self.given_vector = given_vector
         self.primal = primal
@@ -110,7 +98,7 @@ class _Explainer:
         self.outs = [_Var(out_name if len(shapes) == 1 else f"{out_name}{k}", s) for k, s in enumerate(shapes)]
         self.f_ops = _operations(built)
         # a plain function is explained with respect to its first argument, as sj.jacobian(f) would be
-        argnums = product.argnums if self.kind != "jit" else [
+        argnums = product.argnums if self.record.differentiates else [
             i for i in range(len(self.primal)) if i not in self.static][:1]
         self.argnums = argnums
         self.ins = [_Var(self.names[a], np.shape(self.primal[a])) for a in argnums]
@@ -171,81 +159,118 @@ class _Explainer:
                 f"{'jvp' if vname == 'u' else 'vjp'}: see below."]
 
     def formula(self) -> list[str]:
-        kind, outs, ins = self.kind, self.outs, self.ins
-        out0, in0 = outs[0], ins[0] if ins else None
-        ext = self.names[-1] if self.n_extra else ""
-        lines = []
-        if kind == "jacobian":
-            if len(ins) * len(outs) == 1:
-                lines.append(f"the result is J itself, shape {out0.name}.shape + {in0.name}.shape = "
-                             f"{out0.shape + in0.shape}: one entry per (output entry, input entry) pair")
-            else:
-                names = ", ".join(self.jac_name(o, k) for o in range(len(outs)) for k in range(len(ins)))
-                lines.append(f"the result is the tuple ({names}), one Jacobian per "
-                             f"{'output and ' if len(outs) > 1 else ''}differentiated argument")
-        elif kind == "jvp":
-            lines += self.vector_check(ext, [v.shape for v in ins], f"{in0.name}", outs[0].name)
-            lines.append(f"{ext} must have {in0.name}'s shape {in0.shape}; the result has {out0.name}'s shape "
-                         f"{out0.shape}")
-            for o, out in enumerate(outs):
-                terms = []
-                for k, inp in enumerate(ins):
-                    oi, ii, _ = self.letters(out, inp)
-                    vname = ext if len(ins) == 1 else f"{ext}[{k}]"
-                    terms.append(f"{_sum(ii)}{self.jac_name(o, k)}{_vec(oi + ii)} · {vname}{_vec(ii)}")
-                lines.append(f"result{'' if len(outs) == 1 else f'[{o}]'}{_vec(oi)} = {' + '.join(terms)}")
-        elif kind in ("vjp", "grad"):
-            scalar = all(out.shape == () for out in outs) and len(outs) == 1
-            if kind == "grad" and not scalar:
-                return [f"✗ grad needs a scalar output, but {out0.name} has shape {out0.shape}. Use sj.vjp with "
-                        f"u shaped like {out0.name} {out0.shape} (the gradient of Σ u·{out0.name}), "
-                        "or sj.jacobian for every output's gradient."]
-            if kind == "vjp":
-                lines += self.vector_check(ext, [v.shape for v in outs], f"{out0.name}", in0.name)
-                lines.append(f"{ext} must have {out0.name}'s shape {out0.shape}; the result has {in0.name}'s "
-                             f"shape {in0.shape}")
-            for k, inp in enumerate(ins):
-                terms = []
-                for o, out in enumerate(outs):
-                    oi, ii, _ = self.letters(out, inp)
-                    uname = ext if len(outs) == 1 else f"{ext}[{o}]"
-                    weight = f"{uname}{_vec(oi)} · " if kind == "vjp" else ""
-                    terms.append(f"{_sum(oi)}{weight}{self.jac_name(o, k)}{_vec(oi + ii)}")
-                res = "result" if len(ins) == 1 else f"result[{k}]"
-                lines.append(f"{res}{_vec(ii)} = {' + '.join(terms)}"
-                             + (f"   (= vjp with u = 1: the gradient of the scalar {out0.name})" if kind == "grad" else ""))
-        elif kind in ("hessian", "hvp", "laplacian"):
-            if kind != "hessian" and out0.shape != ():
-                return [f"✗ {kind} needs a scalar output, but {out0.name} has shape {out0.shape}: reduce it "
-                        "to a scalar first (e.g. .sum()), or use sj.hessian for every output's Hessian."]
-            oi, ii, jj = self.letters(out0, in0, True)
-            if kind == "hessian":
-                lines.append(f"the result is the Hessian itself: shape {out0.shape + in0.shape + in0.shape}; "
-                             "it is symmetric in its last two index groups")
-            elif kind == "hvp":
-                lines += self.vector_check(ext, [in0.shape], in0.name, out0.name)
-                lines.append(f"{ext} and the result have {in0.name}'s shape {in0.shape}")
-                lines.append(f"result{_vec(ii)} = {_sum(jj)}H{_vec(ii + jj)} · {ext}{_vec(jj)}   (no Hessian is formed)")
-            else:
-                lines.append(f"result = {_sum(ii)}H{_vec(ii + ii)}   (the trace of the Hessian: a scalar)")
-        elif kind == "divergence":
-            if out0.shape != in0.shape:
-                return [f"✗ divergence needs {out0.name} shaped like {in0.name} {in0.shape}; it has {out0.shape}."]
-            oi, _, _ = self.letters(out0, in0)
-            lines.append(f"result = {_sum(oi)}J{_vec(oi + oi)}   (the trace of the Jacobian: a scalar)")
-        else:
-            lines.append(f"values only; sj.jacobian({self.fname}) gives J"
-                         + (f", sj.grad({self.fname}) and sj.hessian({self.fname}) the derivatives of the scalar "
-                            f"{out0.name}" if len(outs) == 1 and out0.shape == () else ""))
-        if kind in _PEERS and len(ins) == 1 and len(outs) == 1 and not self.nested:
-            names = dict(f=self.peer_function(), x=in0.name, y=out0.name, v=ext, u=ext)
-            torch, jax = (p.format(**names) for p in _PEERS[kind])
+        """The result as an index formula (each transform's own: :data:`_FORMULAS`), with
+        the PyTorch and JAX calls that compute it (its record's)."""
+        lines = _FORMULAS[self.kind](self)
+        if isinstance(lines, str):  # ✗ the function does not fit the transform
+            return [lines]
+        outs, ins, record = self.outs, self.ins, self.record
+        if record.torch is not None and len(ins) == 1 and len(outs) == 1 and not self.nested:
+            ext = self.names[-1] if self.n_extra else ""
+            names = dict(f=self.peer_function(), x=ins[0].name, y=outs[0].name, v=ext, u=ext)
+            torch, jax = record.torch.format(**names), record.jax.format(**names)
             peers = f"(PyTorch: {torch}; JAX: {jax})"
             if len(lines[-1]) + len(peers) < 110:
                 lines[-1] += "        " + peers
             else:
                 lines.append("  " + peers)
         return lines
+
+    # each transform's formula (:data:`_FORMULAS`): its lines, or why the function does not fit it
+
+    def _jacobian(self) -> list[str]:
+        outs, ins = self.outs, self.ins
+        out0, in0 = outs[0], ins[0]
+        if len(ins) * len(outs) == 1:
+            return [f"the result is J itself, shape {out0.name}.shape + {in0.name}.shape = "
+                    f"{out0.shape + in0.shape}: one entry per (output entry, input entry) pair"]
+        names = ", ".join(self.jac_name(o, k) for o in range(len(outs)) for k in range(len(ins)))
+        return [f"the result is the tuple ({names}), one Jacobian per "
+                f"{'output and ' if len(outs) > 1 else ''}differentiated argument"]
+
+    def _jvp(self) -> list[str]:
+        outs, ins, ext = self.outs, self.ins, self.names[-1]
+        out0, in0 = outs[0], ins[0]
+        lines = self.vector_check(ext, [v.shape for v in ins], f"{in0.name}", outs[0].name)
+        lines.append(f"{ext} must have {in0.name}'s shape {in0.shape}; the result has {out0.name}'s shape "
+                     f"{out0.shape}")
+        for o, out in enumerate(outs):
+            terms = []
+            for k, inp in enumerate(ins):
+                oi, ii, _ = self.letters(out, inp)
+                vname = ext if len(ins) == 1 else f"{ext}[{k}]"
+                terms.append(f"{_sum(ii)}{self.jac_name(o, k)}{_vec(oi + ii)} · {vname}{_vec(ii)}")
+            lines.append(f"result{'' if len(outs) == 1 else f'[{o}]'}{_vec(oi)} = {' + '.join(terms)}")
+        return lines
+
+    def _pullback(self) -> list[str] | str:
+        """vjp, and grad: vjp with u = 1 for a scalar output."""
+        outs, ins, vector = self.outs, self.ins, self.record.vector
+        out0, in0 = outs[0], ins[0]
+        ext = self.names[-1] if self.n_extra else ""
+        lines = []
+        scalar = all(out.shape == () for out in outs) and len(outs) == 1
+        if self.record.output == "scalar" and not scalar:
+            return (f"✗ {self.kind} needs a scalar output, but {out0.name} has shape {out0.shape}. Use sj.vjp with "
+                    f"u shaped like {out0.name} {out0.shape} (the gradient of Σ u·{out0.name}), "
+                    "or sj.jacobian for every output's gradient.")
+        if vector:
+            lines += self.vector_check(ext, [v.shape for v in outs], f"{out0.name}", in0.name)
+            lines.append(f"{ext} must have {out0.name}'s shape {out0.shape}; the result has {in0.name}'s "
+                         f"shape {in0.shape}")
+        for k, inp in enumerate(ins):
+            terms = []
+            for o, out in enumerate(outs):
+                oi, ii, _ = self.letters(out, inp)
+                uname = ext if len(outs) == 1 else f"{ext}[{o}]"
+                weight = f"{uname}{_vec(oi)} · " if vector else ""
+                terms.append(f"{_sum(oi)}{weight}{self.jac_name(o, k)}{_vec(oi + ii)}")
+            res = "result" if len(ins) == 1 else f"result[{k}]"
+            lines.append(f"{res}{_vec(ii)} = {' + '.join(terms)}"
+                         + ("" if vector else f"   (= vjp with u = 1: the gradient of the scalar {out0.name})"))
+        return lines
+
+    def _hessian(self) -> list[str]:
+        out0, in0 = self.outs[0], self.ins[0]
+        return [f"the result is the Hessian itself: shape {out0.shape + in0.shape + in0.shape}; "
+                "it is symmetric in its last two index groups"]
+
+    def _not_scalar(self) -> str | None:
+        """Why a transform of a scalar function (hvp, laplacian) does not fit this one."""
+        out0 = self.outs[0]
+        if out0.shape == ():
+            return None
+        return (f"✗ {self.kind} needs a scalar output, but {out0.name} has shape {out0.shape}: reduce it "
+                "to a scalar first (e.g. .sum()), or use sj.hessian for every output's Hessian.")
+
+    def _hvp(self) -> list[str] | str:
+        out0, in0, ext = self.outs[0], self.ins[0], self.names[-1]
+        if self._not_scalar():
+            return self._not_scalar()
+        _, ii, jj = self.letters(out0, in0, True)
+        lines = self.vector_check(ext, [in0.shape], in0.name, out0.name)
+        lines.append(f"{ext} and the result have {in0.name}'s shape {in0.shape}")
+        lines.append(f"result{_vec(ii)} = {_sum(jj)}H{_vec(ii + jj)} · {ext}{_vec(jj)}   (no Hessian is formed)")
+        return lines
+
+    def _laplacian(self) -> list[str] | str:
+        if self._not_scalar():
+            return self._not_scalar()
+        _, ii, _ = self.letters(self.outs[0], self.ins[0], True)
+        return [f"result = {_sum(ii)}H{_vec(ii + ii)}   (the trace of the Hessian: a scalar)"]
+
+    def _divergence(self) -> list[str] | str:
+        out0, in0 = self.outs[0], self.ins[0]
+        if out0.shape != in0.shape:
+            return (f"✗ divergence needs {out0.name} shaped like {in0.name} {in0.shape}; it has {out0.shape}.")
+        oi, _, _ = self.letters(out0, in0)
+        return [f"result = {_sum(oi)}J{_vec(oi + oi)}   (the trace of the Jacobian: a scalar)"]
+
+    def _values(self) -> list[str]:
+        outs, out0 = self.outs, self.outs[0]
+        return [f"values only; sj.jacobian({self.fname}) gives J"
+                + (f", sj.grad({self.fname}) and sj.hessian({self.fname}) the derivatives of the scalar "
+                   f"{out0.name}" if len(outs) == 1 and out0.shape == () else "")]
 
     def call_args(self, vector: str | None = None) -> str:
         """The arguments of a call in code: ``x, w, v, alpha=alpha`` (positional ones,
@@ -271,7 +296,7 @@ class _Explainer:
         return f"lambda {x}: {self.fname}({self.call_args()})"
 
     def other_question(self) -> list[str]:
-        kind = self.kind
+        record = self.record
         if not self.ins or len(self.outs) != 1 or len(self.ins) != 1:
             return []
         x, y, f = self.ins[0], self.outs[0], self.fname
@@ -279,11 +304,11 @@ class _Explainer:
                f"  v shaped like {x.name} {x.shape}, the result shaped like {y.name} {y.shape}"]
         vjp = [f"sj.vjp({f})({self.call_args('u')}) computes uᵀJ, a weighting u of {y.name} pulled back onto {x.name}:",
                f"  u shaped like {y.name} {y.shape}, the result shaped like {x.name} {x.shape}"]
-        if kind == "jvp":
+        if record.vector == "v" and record.order == 1:  # jvp: vjp answers the transposed question
             return ["for the other question, " + vjp[0], vjp[1]]
-        if kind == "vjp":
+        if record.vector == "u":
             return ["for the other question, " + jvp[0], jvp[1]]
-        if kind in ("jacobian", "jit"):
+        if record.result in ((OUTPUT,), (OUTPUT, INPUT)) and not record.vector:  # the values, or the whole J
             return ["a product instead of the whole Jacobian:"] + ["  " + line for line in jvp + vjp]
         return []
 
@@ -300,7 +325,7 @@ class _Explainer:
         lines[-1] = lines[-1].replace("= 1 products", "= 1 product")
         if m == 1:
             lines.append(f"  hessian: N² = {n * n} entries, the work of N = {n} Hessian-vector products (hvp)")
-        if self.kind == "jit":
+        if not self.record.differentiates:
             return lines
         try:
             built = build.build_shown(self.r, self.full_args())
@@ -312,7 +337,7 @@ class _Explainer:
     def full_args(self) -> tuple:
         if not self.n_extra:
             return tuple(self.primal)
-        like = self.outs if self.kind == "vjp" else self.ins
+        like = self.outs if self.record.vector == "u" else self.ins
         vec = [np.zeros(v.shape) for v in like]
         wanted = tuple(vec) if len(vec) > 1 else vec[0]
         given = self.given_vector
@@ -321,24 +346,38 @@ class _Explainer:
         return tuple(self.primal) + (given if ok else wanted,)
 
     def text(self) -> str:
-        what = self.kind if self.kind != "jit" else "values"
+        what = self.record.what
         primal_names = self.names[: len(self.primal)]
         head = f"{what} of {self.fname}"
-        if self.ins and len(primal_names) > 1 and self.kind != "jit":
+        if self.ins and len(primal_names) > 1 and self.record.differentiates:
             head += " with respect to " + ", ".join(v.name for v in self.ins) + ","
         head += " at " + ", ".join(
             f"{n}" if i not in self.static else f"{n} = {self.primal[i]!r}" for i, n in enumerate(primal_names)
             if i not in self.left_out)
         if self.n_extra:
-            head += f" with {'cotangent' if self.kind == 'vjp' else 'tangent'} {self.names[-1]}"
+            head += f" with {'cotangent' if self.record.vector == 'u' else 'tangent'} {self.names[-1]}"
         body = [self.signature()]
-        jac = self.jacobian_lines(second=self.kind in ("hessian", "hvp", "laplacian"))
+        jac = self.jacobian_lines(second=self.record.order == 2)
         if jac and len(body[0]) + len(jac[0]) < 100 and len(jac) == 1:
             body[0] = f"{body[0]:<30}  {jac[0]}"
         else:
             body += jac
         body += self.formula() + self.other_question() + self.costs()
         return "\n".join([head] + ["  " + line for line in body])
+
+
+#: how each transform's result is written as an index formula, by record name
+_FORMULAS = {
+    "jit": _Explainer._values,
+    "jacobian": _Explainer._jacobian,
+    "jvp": _Explainer._jvp,
+    "vjp": _Explainer._pullback,
+    "grad": _Explainer._pullback,
+    "hessian": _Explainer._hessian,
+    "hvp": _Explainer._hvp,
+    "divergence": _Explainer._divergence,
+    "laplacian": _Explainer._laplacian,
+}
 
 
 def explanation(request: Request, primal: tuple, given_vector=None, kwonly: tuple = (),
