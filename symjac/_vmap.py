@@ -358,7 +358,7 @@ class Batched:
         stacked = []
         for j, (first, ax) in enumerate(zip(leaves, per_leaf, strict=True)):
             first = from_object_array(first)
-            elems = [from_object_array(c[j]).elems for c in columns]
+            elems = [from_object_array(c[j]).grid() for c in columns]
             stacked.append(SymArray(np.stack(elems, axis=self._out_axis(first.ndim + 1, ax)), first.dtype))
         return pytree.unflatten(tree, stacked)
 

@@ -223,3 +223,30 @@ def test_pyproject_lists_every_subpackage():
     listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {module_name(p.parent / "__init__.py") for p in PACKAGE.rglob("__init__.py")}
     assert found == listed, f"pyproject.toml misses {sorted(found - listed)}, lists {sorted(listed - found)}"
+
+
+#: the trace's array operations: the traced array, its operations and the primitive table's
+#: modules, the only code that reads or builds a SymArray's scalar expansion (``.elems``)
+ARRAY_OPERATIONS = {f"symjac.trace.{name}" for name in (
+    "symarray", "arrayops", "primitives", "composites", "library", "creation", "signal", "order", "layout",
+    "indexing")}
+
+
+def elems_reads(source: str) -> list[int]:
+    """The lines of ``source`` that read or write an ``.elems`` attribute."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Attribute) and node.attr == "elems")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m not in ARRAY_OPERATIONS))
+def test_the_scalar_expansion_has_one_door(module):
+    """Every other stage reaches a traced array's scalar nodes through its
+    methods (``nodes``, ``node``, ``grid``, ``with_dtype``, ``from_nodes``),
+    so the trace's array operations are the one place that knows the
+    representation."""
+    lines = elems_reads(MODULES[module].read_text())
+    assert not lines, f"{module} reads .elems at lines {lines}; use SymArray.nodes()/node()/grid() or from_nodes()"
+
+
+def test_the_elems_checker_sees_reads_and_writes():
+    assert elems_reads("x = a.elems.reshape(-1)\nb.elems[0] = 1\nelems = 3\n") == [1, 2]

@@ -20,7 +20,7 @@ from .._config import LIMITS
 from .._errors import NonScalarOutputError, ResourceLimitError, ShapeError
 from ..ir import graph as g
 from ..ir.transforms import KINDS, Partial, Spec
-from ..trace.symarray import SymArray, from_object_array
+from ..trace.symarray import SymArray, from_nodes, from_object_array
 from . import accumulate as _diff
 from .blocks import Offsets
 
@@ -28,7 +28,7 @@ from .blocks import Offsets
 class SymSparse:
     """A sparse derivative block: the nonzero entries of a Jacobian (or
     Hessian) flattened to 2-d, ``(prod(out_shape), prod(in_shape))``, in the
-    storage order of ``format``.  Its ``elems`` (the nonzeros) are what a
+    storage order of ``format``.  Its ``nonzeros`` are what a
     kernel computes; ``rows`` and ``cols`` are their positions, fixed per
     input shapes (the runtime turns them into a ``scipy.sparse`` layout)."""
 
@@ -41,16 +41,26 @@ class SymSparse:
         keys = sorted(entries, key=(lambda k: (k[0], k[1])) if format == "csr" else (lambda k: (k[1], k[0])))
         self.rows = np.array([k[0] for k in keys], dtype=np.int64)
         self.cols = np.array([k[1] for k in keys], dtype=np.int64)
-        self.elems = np.empty(len(keys), dtype=object)
-        self.elems[:] = [entries[k] for k in keys]
+        self.nonzeros = np.empty(len(keys), dtype=object)
+        self.nonzeros[:] = [entries[k] for k in keys]
 
     @property
     def shape(self) -> tuple[int]:
-        return self.elems.shape
+        return self.nonzeros.shape
 
     @property
     def size(self) -> int:
-        return self.elems.size
+        return self.nonzeros.size
+
+    def nodes(self) -> np.ndarray:
+        """The nonzeros' scalar nodes, in storage order (as ``SymArray.nodes``)."""
+        return self.grid()
+
+    def grid(self) -> np.ndarray:
+        """The nonzeros' scalar nodes, the 1-d array a kernel computes (a read-only view)."""
+        grid = self.nonzeros.view()
+        grid.flags.writeable = False
+        return grid
 
 
 def _float(dtype) -> np.dtype:
@@ -63,7 +73,7 @@ def _derivative_dtype(*dtypes) -> np.dtype:
 
 
 def _flat(arrays: Sequence[SymArray]) -> list:
-    return [e for a in arrays for e in a.elems.reshape(-1)]
+    return [e for a in arrays for e in a.nodes()]
 
 
 def _check_dense(kind: str, shape: tuple) -> None:
@@ -180,7 +190,7 @@ def _jvp(p: Partial):
     out_shape = outs[0].shape if p.traced.single else None
     tangent = []
     for vec in var.vectors(p.vectors, out_shape, "jvp"):
-        tangent.extend(from_object_array(vec).elems.reshape(-1))
+        tangent.extend(from_object_array(vec).nodes())
     result = _diff.jvp(_flat(outs), var.wrt, tangent)
     arrays = _unflatten(result, outs, lambda o: _derivative_dtype(o.dtype, *(a.dtype for a in var.arrays)))
     return p.traced.pack(var.restore(arrays))
@@ -190,7 +200,7 @@ def _vjp(p: Partial):
     var, outs = p.var, list(p.traced.arrays)
     cotangent = []
     for vec in p.vectors:  # (one u per output, shapes checked by the trace)
-        cotangent.extend(from_object_array(vec).elems.reshape(-1))
+        cotangent.extend(from_object_array(vec).nodes())
     result = _diff.vjp(_flat(outs), var.wrt, cotangent)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
     return _per_input(p.spec, var.restore(_unflatten(result, var.arrays, lambda a: dtype)), var)
@@ -199,7 +209,7 @@ def _vjp(p: Partial):
 def _grad(p: Partial):
     var = p.var
     out = _scalar_output(p.traced, "grad")
-    result = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
+    result = _diff.vjp([out.node()], var.wrt, [g.ONE])
     arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
     return _per_input(p.spec, arrays, var)
 
@@ -261,8 +271,8 @@ def _hvp(p: Partial):
     out = _scalar_output(p.traced, "hvp")
     tangent = []
     for vec in var.vectors(p.vectors, None, "hvp"):
-        tangent.extend(from_object_array(vec).elems.reshape(-1))
-    gradient = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
+        tangent.extend(from_object_array(vec).nodes())
+    gradient = _diff.vjp([out.node()], var.wrt, [g.ONE])
     result = _diff.jvp(gradient, var.wrt, tangent)
     arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
     return _per_input(p.spec, arrays, var)
@@ -288,7 +298,7 @@ def _divergence(p: Partial):
 def _laplacian(p: Partial):
     var = p.var
     out = _scalar_output(p.traced, "laplacian")
-    gradient = _diff.vjp([out.elems[()]], var.wrt, [g.ONE])
+    gradient = _diff.vjp([out.node()], var.wrt, [g.ONE])
     entries = _diff.jacobian(gradient, var.wrt)
     total = g.add(*(entries[i, i] for i in range(len(gradient)) if (i, i) in entries))
     (result,) = var.restore([SymArray(total, _derivative_dtype(out.dtype, var.arrays[0].dtype))])
@@ -298,9 +308,7 @@ def _laplacian(p: Partial):
 def _unflatten(flat: list, like: Sequence[SymArray], dtype_of) -> list[SymArray]:
     out, k = [], 0
     for a in like:
-        elems = np.empty(a.size, dtype=object)
-        elems[:] = flat[k : k + a.size] if a.size else []
-        out.append(SymArray(elems.reshape(a.shape), dtype_of(a)))
+        out.append(from_nodes(flat[k : k + a.size], a.shape, dtype_of(a)))
         k += a.size
     return out
 

@@ -284,7 +284,7 @@ def generate(request: Request, built: Built) -> Compiled:
         dtype=built.dtype,
         title=request.title,
     )
-    ssa = ssa_program.lower(leaves.symbols, [a.elems for a in built.arrays])
+    ssa = ssa_program.lower(leaves.symbols, [a.grid() for a in built.arrays])
     compiled = compiled_from(ssa, spec, leaves.positions, [s.shape for s in leaves.specs],
                              [a.shape for a in built.arrays], [a.dtype for a in built.arrays],
                              layout.template_of(built.result))

@@ -67,7 +67,7 @@ def key(request, parts, traced) -> str | None:
     if os.environ.get("SYMJAC_NO_WARM_CACHE"):
         return None
     ids = {sym: f"{leaf}.{flat}" for sym, (leaf, flat) in parts.symbols.items()}
-    roots = [e for a in traced.arrays for e in a.elems.reshape(-1)]
+    roots = [e for a in traced.arrays for e in a.nodes()]
     try:
         graph = g.structural_hash(roots, ids)
     except (KeyError, AssertionError):  # a symbol that is not an input: do not cache

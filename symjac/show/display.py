@@ -88,11 +88,11 @@ def to_sympy(result):
     """A transform result as SymPy: Matrix for 2-d, Array for other shapes,
     a plain expression for 0-d, SparseMatrix for sparse results; tuples stay tuples."""
     if isinstance(result, SymSparse):
-        values = canonical(list(result.elems))
+        values = canonical(list(result.nodes()))
         return sp.SparseMatrix(*result.shape2d, {(int(i), int(j)): v for i, j, v in zip(result.rows, result.cols, values, strict=True)})
     if not isinstance(result, SymArray):
         return tuple(to_sympy(r) for r in result)
-    flat = canonical(list(result.elems.reshape(-1)))
+    flat = canonical(list(result.nodes()))
     return _shaped(flat, result.shape)
 
 
@@ -147,10 +147,10 @@ def _entries(result, request: Request | None, paths: list[str] | None = None) ->
     out = []
     for label, arr in zip(labels, arrays, strict=True):
         if isinstance(arr, SymSparse):
-            cells = [((int(i), int(j)), node) for i, j, node in zip(arr.rows, arr.cols, arr.elems, strict=True)]
+            cells = [((int(i), int(j)), node) for i, j, node in zip(arr.rows, arr.cols, arr.nodes(), strict=True)]
             out.append((label, arr.shape2d, [(ix, n) for ix, n in cells if n is not g.ZERO]))
         else:
-            flat = arr.elems.reshape(-1)
+            flat = arr.nodes()
             cells = [(np.unravel_index(k, arr.shape) if arr.shape else (), n) for k, n in enumerate(flat)]
             out.append((label, arr.shape, [(tuple(int(i) for i in ix), n) for ix, n in cells if n is not g.ZERO]))
     return out
@@ -249,7 +249,7 @@ class Shown:
         """The result in terms of the ``τ`` symbols, shaped like :attr:`expr`."""
         self._lines(None)
         zero = g.ZERO
-        values = [[self._memo.get(n, n) if n is not zero else zero for n in a.elems.reshape(-1)]
+        values = [[self._memo.get(n, n) if n is not zero else zero for n in a.nodes()]
                   for a in flatten_result(self._result)]
         value = _restructure(self._result, iter(values))
         return value if self._rebuild is None else self._rebuild(value)

@@ -61,7 +61,7 @@ def _operations(built) -> str:
 
 
 def _count_ops(result) -> int:
-    return len(g.topo_order([n for a in flatten_result(result) for n in a.elems.reshape(-1)]))
+    return len(g.topo_order([n for a in flatten_result(result) for n in a.nodes()]))
 
 
 def _code_name(request: Request, level: int = 1) -> str:

@@ -27,7 +27,7 @@ from .._errors import (
 )
 from ..ir import graph as g
 from ..ir import ops as _ops
-from .symarray import SymArray, from_object_array, is_traced, ndindex
+from .symarray import from_nodes, from_object_array, is_traced, ndindex
 
 #: Functions without a kernel operation of their own, written with ones that have.
 _REWRITES = {
@@ -263,16 +263,14 @@ class SympyFunction:
             arr = from_object_array(arg)
             if arr.shape != holders.shape:
                 raise ShapeError(f"{self.__name__}: argument {name!r} must have shape {holders.shape}; got {arr.shape}.")
-            mapping.update(zip(holders.reshape(-1), arr.elems.reshape(-1), strict=True))
+            mapping.update(zip(holders.reshape(-1), arr.nodes(), strict=True))
             dtypes.append(arr.dtype)
         floats = [d for d in dtypes if np.dtype(d).kind == "f"]
         dtype = np.result_type(*floats) if floats else np.dtype(np.float64)
         nodes = iter(g.substitute(self._roots, mapping))
         arrays = []
         for shape in self._out_shapes:
-            elems = np.empty(int(np.prod(shape)), dtype=object)
-            elems[:] = [next(nodes) for _ in range(elems.size)]
-            arrays.append(SymArray(elems.reshape(shape), dtype))
+            arrays.append(from_nodes([next(nodes) for _ in range(int(np.prod(shape)))], shape, dtype))
         return arrays[0] if self._single else tuple(arrays)
 
 

@@ -24,7 +24,7 @@ from ..ir import tensor as t
 from ..ir import tensor_batch as tb
 from ..ir.transforms import KINDS, Partial, Spec
 from . import namespace, pytree
-from .symarray import SymArray, from_object_array
+from .symarray import SymArray, from_nodes, from_object_array
 from .tensor import TArray, as_node
 from .tracer import Traced, call_traced, call_traced_arrays, fresh_variables
 
@@ -33,7 +33,7 @@ Finish = Callable[[Partial], object]
 
 
 def _flat(arrays: Sequence[SymArray]) -> list:
-    return [e for a in arrays for e in a.elems.reshape(-1)]
+    return [e for a in arrays for e in a.nodes()]
 
 
 def _float_node(n: t.Node) -> t.Node:
@@ -125,10 +125,10 @@ class SymVariables(Variables):
         arr = from_object_array(value)
         if not top:
             fresh = fresh_variables(arr)
-            self.back.update(zip(fresh.elems.reshape(-1), arr.elems.reshape(-1), strict=True))
+            self.back.update(zip(fresh.nodes(), arr.nodes(), strict=True))
             arr = fresh
         if arr.dtype.kind != "f":
-            arr = SymArray(arr.elems, np.float64)
+            arr = arr.with_dtype(np.float64)
         return arr
 
     def restore(self, arrays: list[SymArray]) -> list[SymArray]:
@@ -138,9 +138,7 @@ class SymVariables(Variables):
         new, k = g.substitute(_flat(arrays), self.back), 0
         out = []
         for a in arrays:
-            elems = np.empty(a.size, dtype=object)
-            elems[:] = new[k : k + a.size] if a.size else []
-            out.append(SymArray(elems.reshape(a.shape), a.dtype))
+            out.append(from_nodes(new[k : k + a.size], a.shape, a.dtype))
             k += a.size
         return out
 

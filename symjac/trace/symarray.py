@@ -43,6 +43,12 @@ class SymArray:
 
     Users never build one; symjac passes them to the traced function in place
     of the NumPy arrays it was called with.
+
+    The scalar expansion (``elems``, one node per entry) is read and built only
+    by the trace's array operations (this module, ``arrayops`` and the
+    primitive table's modules); every other stage goes through one door:
+    :meth:`nodes`, :meth:`node`, :meth:`grid`, :meth:`with_dtype` and
+    :func:`from_nodes` (``tests/test_imports.py`` checks it).
     """
 
     __slots__ = ("elems", "dtype")
@@ -58,6 +64,30 @@ class SymArray:
         self.dtype = np.dtype(dtype)
         if self.dtype.kind in "iu":  # integer values must stay exact in float64
             integers.note(elems, self.dtype)
+
+    # ----- the door to the scalar expansion ---------------------------------------
+
+    def nodes(self) -> np.ndarray:
+        """The entries' scalar nodes, flat in C order (a read-only view)."""
+        flat = self.elems.reshape(-1)  # (a new array object: a view, or a copy of a strided array)
+        flat.flags.writeable = False
+        return flat
+
+    def node(self):
+        """The scalar node of a 0-d array."""
+        if self.elems.ndim:
+            raise ValueError(f"node() of a {self.elems.shape} array: only a 0-d array is one node")
+        return self.elems[()]
+
+    def grid(self) -> np.ndarray:
+        """The entries' scalar nodes as an object array of this shape (a read-only view)."""
+        grid = self.elems.view()
+        grid.flags.writeable = False
+        return grid
+
+    def with_dtype(self, dtype) -> SymArray:
+        """The same entries read as ``dtype``."""
+        return SymArray(self.elems, dtype)
 
     # ----- array attributes -----------------------------------------------------
 
@@ -484,6 +514,13 @@ def _const_elems(arr: np.ndarray) -> np.ndarray:
         box[()] = out
         out = box
     return out
+
+
+def from_nodes(nodes, shape: tuple, dtype) -> SymArray:
+    """A traced array of ``shape`` whose entries, in C order, are ``nodes``."""
+    elems = np.empty(len(nodes), dtype=object)
+    elems[:] = list(nodes)
+    return SymArray(elems.reshape(shape), dtype)
 
 
 def from_object_array(value) -> SymArray:

@@ -406,7 +406,7 @@ def elementwise(build: Callable, inputs: Sequence, kwargs: dict) -> TArray:
             raise _refuse("an elementwise function with an array result")
     if result.ndim:
         raise _refuse("an elementwise function whose element result is an array")
-    expr = result.elems[()]
+    expr = result.node()
     dtype = result.dtype
     if not isinstance(expr, g.sp.Basic):
         expr = g.const(expr)
