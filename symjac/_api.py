@@ -23,7 +23,7 @@ from .diff import products
 from .diff import tensor as tensor_products
 from .ir.transforms import INPUT, KINDS, OUTPUT, Spec
 from .ir.transforms import names as _names
-from .runtime import dispatch, kernel, keys, layout, store
+from .runtime import dispatch, kernel, keys, store, templates
 from .runtime.request import Request
 from .show import display
 from .trace import from_sympy as _from_sympy
@@ -430,7 +430,7 @@ class Transform:
         # the sparse program for these shapes, from memory or built now (its kernel not started:
         # it compiles on its first call), so a second sparsity() or a call reuses it
         compiled = dispatch.compiled_for(*sparse._flattened(sparse.bind(args, kwargs))[:2], start=False)
-        return layout.patterns(compiled.template)
+        return templates.patterns(compiled.template)
 
     def info(self, *args, **kwargs):
         """How calls with arguments shaped like ``args`` are served: a

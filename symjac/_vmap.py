@@ -16,7 +16,7 @@ from . import _config
 from ._api import Transform
 from ._errors import ArgumentError, ShapeError
 from .runtime import dask as _dask
-from .runtime import dispatch, layout, store
+from .runtime import dispatch, store, templates
 from .runtime.batch import BatchProgram
 from .runtime.keys import call_key
 from .runtime.tensor import TensorBatch, TensorProgram
@@ -294,7 +294,7 @@ class Batched:
         results = compiled.shaped(outs, (size,))
         if self.out_axes and not self._tree_out:
             results = self._move_batch_axis(results)
-        result = layout.fill(compiled.template, iter(results))
+        result = templates.fill(compiled.template, iter(results))
         if structure or self.inner._with_aux or compiled.out_structure is not None:
             result = self.inner._rebuilt(result, structure, compiled)
         if self._tree_out:

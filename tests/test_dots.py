@@ -220,7 +220,7 @@ def _load_two(program, spec, batched):
     the serial batch kernel (``batched``: which inputs have a batch axis)."""
     from symjac.backend import kernels as _kernels
     from symjac.runtime.jit import cache as _cache
-    from symjac.runtime.jit import native
+    from symjac.runtime.jit import wrappers
 
     source = _kernels.module_source(program, spec, batched)
     stem = f"{spec.name}_{'b' + ''.join(map(str, map(int, batched))) if batched else 's'}"
@@ -228,7 +228,7 @@ def _load_two(program, spec, batched):
     name = spec.name if batched is None else f"{spec.name}_batch_serial"
     kernel = _cache.load_function(path, name, lambda: source)
     lead = [int(b) for b in batched] if batched else [0, 0]
-    native.compile_kernel(kernel, native.signature([1 + lead[0], 2 + lead[1]], [1 + bool(batched)], spec.dtype))
+    wrappers.compile_kernel(kernel, wrappers.signature([1 + lead[0], 2 + lead[1]], [1 + bool(batched)], spec.dtype))
     return kernel
 
 

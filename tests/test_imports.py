@@ -228,7 +228,7 @@ def test_pyproject_lists_every_subpackage():
 #: the trace's array operations: the traced array, its operations and the primitive table's
 #: modules, the only code that reads or builds a SymArray's scalar expansion (``.elems``)
 ARRAY_OPERATIONS = {f"symjac.trace.{name}" for name in (
-    "symarray", "arrayops", "primitives", "composites", "library", "creation", "signal", "order", "layout",
+    "symarray", "arrayops", "primitives", "composites", "library", "creation", "signal", "order", "assembly",
     "indexing")}
 
 

@@ -75,7 +75,7 @@ EDGE = [
     ("split-empty-part", lambda a: np.split(a, [0, 0])[2] + np.split(a, [0, 0])[1].sum(), [np.array([1.0, 2.0, 3.0])]),
     ("hsplit-1d", lambda a: np.hsplit(a, 2)[0], [np.array([1.0, 2.0, 3.0, 4.0])]),
     ("array_split-uneven", lambda a: np.array_split(a, 3, axis=1)[2], [np.arange(10.0).reshape(2, 5)]),
-    # trace/logic.py and trace/layout.py
+    # trace/logic.py and trace/assembly.py
     ("fmax-fmin", lambda a: np.fmax(a, a[::-1]) + np.fmin(a, 0.5) * 2.0, [np.array([0.3, nan, -0.0, inf, -inf, nan])]),
     ("nan_to_num", lambda a: np.nan_to_num(a) + np.nan_to_num(a, nan=-1.0, posinf=9.0, neginf=-9.0),
      [np.array([0.3, nan, inf, -inf, -2.0])]),

@@ -22,7 +22,7 @@ from symjac.runtime import dispatch
 from symjac.runtime import tape as _tape
 from symjac.runtime.dispatch import compiled_for
 from symjac.runtime.jit import cache as _cache
-from symjac.runtime.jit import native
+from symjac.runtime.jit import wrappers
 
 SPECIAL = [-np.inf, -1e300, -3.5, -2.0, -1.0, -0.5, -1e-300, -0.0, 0.0, 1e-300, 0.5, 1.0, 2.0, 3.5, 1e300,
            np.inf, np.nan]
@@ -78,7 +78,7 @@ def test_every_record_matches_numpy_on_special_values_on_tape_and_kernel(dtype):
     source = _kernels.module_source(program, spec)
     path = _cache.write_module(source, f"{spec.name}_{_cache.source_digest(source)}")
     kernel = _cache.load_function(path, spec.name, lambda: source)
-    native.compile_kernel(kernel, native.signature([1], [1], dtype))
+    wrappers.compile_kernel(kernel, wrappers.signature([1], [1], dtype))
     out_kernel = np.zeros_like(out_tape)
     kernel(x, out_kernel)
     np.testing.assert_array_equal(out_kernel, out_tape)  # the same emitters: the same bits

@@ -134,7 +134,7 @@ def test_sparse_only_for_jacobian_and_hessian():
 def test_sparse_results_are_scipys_own_matrices_each_with_its_own_pattern(fmt):
     """Results are cloned from a prototype SciPy built and checked once: each
     must be what SciPy's constructor gives, and independent of the others."""
-    from symjac.runtime.layout import SparseLayout
+    from symjac.runtime.templates import SparseLayout
 
     def f(x):
         return x[1:] * x[:-1] + np.sin(x[1:])

@@ -13,7 +13,7 @@ import pytest
 import symjac as sj
 from symjac.runtime import dispatch
 from symjac.runtime.jit import jobs as _jobs
-from symjac.runtime.jit import machine_code, native
+from symjac.runtime.jit import machine_code, native, wrappers
 
 
 def _body_symbol(compiled) -> str:
@@ -278,7 +278,7 @@ def test_a_small_program_is_ready_while_a_large_one_optimises(long_optimisation)
         big(x)
     compiled = dispatch.compiled_for(big.request, (x,))
     assert compiled.load_body()  # its quick code serves (through its C entry); then it is optimised
-    symbol = native._bodies(compiled._dispatchers[0])[0].symbol
+    symbol = wrappers._bodies(compiled._dispatchers[0])[0].symbol
     quick_address = native._slots[symbol].value
     assert symbol in native._quick
     assert entered.wait(60), "the optimisation never started"

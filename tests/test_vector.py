@@ -18,7 +18,7 @@ from symjac.backend.vector import batch_body_ir, block_width
 from symjac.ir.ops import BY_NAME
 from symjac.runtime import tape as _tape
 from symjac.runtime.jit import cache as _cache
-from symjac.runtime.jit import native
+from symjac.runtime.jit import native, wrappers
 
 rng = np.random.default_rng(3)
 
@@ -28,7 +28,7 @@ def _load(program, spec, batched, name):
     path = _cache.write_module(source, f"{spec.name}_{'b' if batched else 's'}_{_cache.source_digest(source)}")
     kernel = _cache.load_function(path, name, lambda: source)
     nd = 2 if batched else 1
-    native.compile_kernel(kernel, native.signature([nd], [nd], spec.dtype))
+    wrappers.compile_kernel(kernel, wrappers.signature([nd], [nd], spec.dtype))
     return kernel
 
 
@@ -269,7 +269,7 @@ def test_small_batch_bodies_run_unrolled_blocks_of_samples_over_any_range():
     assert program.info().tier == "kernel"
     assert "sdiv i64" in V.source(X, llvm=True)  # the block loop
     assert len(program.compiled.program.ops) + len(program.compiled.program.stores) <= emit.UNROLL_WORK
-    symbol = native._bodies(program.kernel)[0].symbol
+    symbol = wrappers._bodies(program.kernel)[0].symbol
     body = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
         native._slot(symbol).value)
     for start, stop in [(0, 23), (0, 4), (1, 4), (2, 11), (5, 5), (7, 23), (22, 23)]:

@@ -55,7 +55,8 @@ def _header() -> list[str]:
     return [
         "# symjac kernel module (generated; do not edit). SYMJAC_NATIVE names the kernel body's symbol and",
         "# holds its program (opcode names and numbers), which symjac compiles to machine code through",
-        "# LLVM IR (symjac.runtime.jit.native) before Numba compiles or loads the wrappers that call it.",
+        "# LLVM IR (symjac.runtime.jit.native) before Numba compiles or loads the wrappers that call it",
+        "# (through symjac.runtime.jit.wrappers).",
         "# symjac gives the wrappers a disk cache in __pycache__ beside this file (symjac.runtime.jit.numba_cache).",
         f"# symjac-ir {bodies.code_stamp()}",
     ]
@@ -77,7 +78,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     if batched is None:
         lines += [
             "from numba import njit",
-            "from symjac.runtime.jit.native import native_call",
+            "from symjac.runtime.jit.wrappers import native_call",
             "",
             f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
             "",
@@ -90,7 +91,7 @@ def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
     block = block_width(spec.dtype)
     lines += [
         "from numba import njit, prange",
-        "from symjac.runtime.jit.native import native_range, thread_count",
+        "from symjac.runtime.jit.wrappers import native_range, thread_count",
         "",
         f'SYMJAC_NATIVE = ("{symbol}", "{kind}", "{text}")',
         "",
@@ -133,7 +134,7 @@ def vm_source() -> str:
         f"# symjac-ir {bodies.code_stamp()}",
         "import numpy as np",
         "from numba import njit, prange",
-        "from symjac.runtime.jit.native import vm_step",
+        "from symjac.runtime.jit.wrappers import vm_step",
         "",
         f"SYMJAC_NATIVE = [{entries}]",
         "",

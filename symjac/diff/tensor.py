@@ -250,7 +250,7 @@ def flatten(result) -> list[t.Node]:
 
 
 def template(result):
-    """The result's nesting (None for one array), as ``runtime.layout`` reads it."""
+    """The result's nesting (None for one array), as ``runtime.templates`` reads it."""
     if isinstance(result, t.Node):
         return None
     return tuple(template(r) for r in result)

@@ -18,7 +18,7 @@ from ..backend import bodies, kernels, printer
 from . import memory
 from .jit import cache as _cache
 from .jit import jobs as _jobs
-from .jit import native
+from .jit import native, wrappers
 from .kernel import Kernel
 from .loops import Loops
 from .program import Compiled, check_integers
@@ -141,7 +141,7 @@ class BatchProgram(Kernel):
         in_nd, out_nd = self._ndims
         try:
             dispatcher = _cache.load_function(self.path, f"{self.compiled.spec.name}_batch", lambda: self.module)
-            native.compile_kernel(dispatcher, native.signature(in_nd, out_nd, self.dtype))
+            wrappers.compile_kernel(dispatcher, wrappers.signature(in_nd, out_nd, self.dtype))
         except Exception:  # noqa: BLE001 -- the serial loop keeps serving
             self._threaded = False
             return

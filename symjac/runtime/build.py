@@ -25,7 +25,7 @@ from ..trace import products as trace_products
 from ..trace import reads as _reads
 from ..trace.symarray import ArrayTierOnly, ReadArray, SymArray
 from ..trace.tracer import ArgSpec, input_symbols, tracing
-from . import layout, tensor, warm
+from . import templates, tensor, warm
 from .jit import jobs as _jobs
 from .leaves import call_arguments, leaf_layout
 from .program import Compiled, compiled_from
@@ -287,7 +287,7 @@ def generate(request: Request, built: Built) -> Compiled:
     ssa = ssa_program.lower(leaves.symbols, [a.grid() for a in built.arrays])
     compiled = compiled_from(ssa, spec, leaves.positions, [s.shape for s in leaves.specs],
                              [a.shape for a in built.arrays], [a.dtype for a in built.arrays],
-                             layout.template_of(built.result))
+                             templates.template_of(built.result))
     if os.environ.get("SYMJAC_DEBUG"):
         print(f"# symjac kernel {compiled.path}\n{compiled.source}")
     return compiled

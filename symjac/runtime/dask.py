@@ -23,7 +23,7 @@ import threading
 import numpy as np
 
 from .._errors import ArityError, ShapeError, UnsupportedOperationError
-from . import dispatch, layout, warm
+from . import dispatch, templates, warm
 from .batch import BatchProgram
 from .program import Compiled
 from .request import Request
@@ -210,4 +210,4 @@ def vmap_dask(request: Request, args: tuple, axes: list, chunk_size: int | None,
         ]
     if out_axes:
         outs = [da.moveaxis(o, 0, out_axes) for o in outs]
-    return layout.fill(compiled.template, iter(outs))
+    return templates.fill(compiled.template, iter(outs))

@@ -30,7 +30,7 @@ from . import stats
 from . import tape as _tape
 from .jit import cache as _cache
 from .jit import jobs as _jobs
-from .jit import native
+from .jit import native, wrappers
 
 
 def settle() -> None:
@@ -170,10 +170,10 @@ class Kernel:
                     with native.python_work:  # (importing the kernel module: Python)
                         dispatchers = [_cache.load_function(self.path, name, lambda: self.module)
                                        for name in self.entry_points]
-                    loaded = [native.symbol_loaded(d) for d in dispatchers]
+                    loaded = [wrappers.symbol_loaded(d) for d in dispatchers]
                     # the bodies' machine code: from the cache, or compiled now
-                    compiled = [native.prepare(d) for d in dispatchers]
-                    entries = tuple(native.c_entry(d, in_nd, out_nd, self.dtype, self.ranged) for d in dispatchers)
+                    compiled = [wrappers.prepare(d) for d in dispatchers]
+                    entries = tuple(wrappers.c_entry(d, in_nd, out_nd, self.dtype, self.ranged) for d in dispatchers)
                 except Exception as exc:  # the tape keeps serving; the failure is reported
                     self.state, self.error = "failed", f"{type(exc).__name__}: {exc}"
                     return False
@@ -183,7 +183,7 @@ class Kernel:
                 self.kernels = entries
                 self.kernel = entries[0]
                 self.state = "ready"
-                if not _cache.on_disk(self.path) and all(native.cached(d) for d in dispatchers):
+                if not _cache.on_disk(self.path) and all(wrappers.cached(d) for d in dispatchers):
                     # a later process loads the body at once (the wrapper need not have been compiled:
                     # a short-lived process may end before it is)
                     _cache.mark_compiled(self.path, self.compile_seconds)
@@ -196,11 +196,11 @@ class Kernel:
         with self._lock:
             if self.kernel is None or self.wrapped or self.retired:
                 return
-            sig = native.signature(*self._ndims, self.dtype)
+            sig = wrappers.signature(*self._ndims, self.dtype)
             seconds = 0.0
             try:
                 for dispatcher in self._dispatchers:
-                    seconds += native.compile_kernel(dispatcher, sig)
+                    seconds += wrappers.compile_kernel(dispatcher, sig)
             except Exception as exc:  # noqa: BLE001  (the C entry keeps serving, with the same results)
                 self.error = f"{type(exc).__name__}: {exc}"
                 self.wrapped = True  # not to be tried again

@@ -18,8 +18,8 @@ from .._errors import ArgumentError
 from ..backend import bodies, kernels, printer
 from ..backend import ssa as _program
 from ..diff.blocks import Offsets
-from . import layout
 from . import tape as _tape
+from . import templates
 from .jit import cache as _cache
 from .kernel import Kernel
 from .stats import STATS
@@ -82,7 +82,7 @@ class Compiled(Kernel):
         # reshaping, one output in the compute dtype
         self._fast = (
             len(self.out_shapes) == 1 and self.out_dtypes[0] == self.dtype
-            and (self.template is None or isinstance(self.template, layout.SparseLayout))
+            and (self.template is None or isinstance(self.template, templates.SparseLayout))
             and all(k is None for _, k in self.leaves)
         )
         self._arg_index = [(i, bool(s)) for (i, _), s in zip(self.leaves, self.spec_shapes, strict=True)]
@@ -291,7 +291,7 @@ class Compiled(Kernel):
             buf = np.zeros(self.out_offsets.total, dtype=dtype)
             self.tape.run(flat, buf)
             outs = self.out_offsets.split(buf)
-        return layout.fill(self.template, iter(self.shaped(outs)))
+        return templates.fill(self.template, iter(self.shaped(outs)))
 
     def shaped(self, outs: list, batch: tuple = ()) -> list:
         """Kernel output slots as the result's arrays (``batch``: leading axes)."""

@@ -70,7 +70,7 @@ class Request:
         kinds = [s.kind + (f"_{s.sparse}" if s.sparse else "") for s in self.products]
         title = base
         for s in reversed(self.products):
-            title = f"{s.kind}{'' if s.kind == 'jit' else f' (argnums={s.argnums if s.tuple_argnums else s.argnums[0]})'} of {title}"
+            title = f"{s.kind}{'' if not s.transform.differentiates else f' (argnums={s.argnums if s.tuple_argnums else s.argnums[0]})'} of {title}"
         object.__setattr__(self, "kernel_base", "_of_".join(kinds + [base])[:MAX_NAME].rstrip("_"))
         object.__setattr__(self, "title", title)
         object.__setattr__(self, "table", store.root_for(self.root).table(self.chain))

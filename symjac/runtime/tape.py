@@ -37,6 +37,7 @@ from ..backend.tape_code import TapeCode
 from .jit import cache as _cache
 from .jit import jobs as _jobs
 from .jit import native as _native
+from .jit import wrappers
 
 
 @dataclass
@@ -170,7 +171,7 @@ def _function(name: str, dtype):
         if fn is None:
             fn = _load(name)
             # a damaged Numba cache of the interpreter is emptied and compiled again (with a warning)
-            _native.compile_kernel(fn, _signature(name, dtype))
+            wrappers.compile_kernel(fn, _signature(name, dtype))
             _ready[key] = fn
     return fn
 

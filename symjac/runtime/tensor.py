@@ -26,7 +26,7 @@ from ..trace import reads as _reads
 from ..trace import tensor as tt
 from ..trace.tracer import ArgSpec
 from . import batch as _batch
-from . import fused, layout, tensor_eval
+from . import fused, templates, tensor_eval
 from .kernel import KernelInfo
 from .leaves import call_arguments
 from .request import Request
@@ -144,7 +144,7 @@ class TensorProgram(_NothingToCompile):
     def __call__(self, args: Sequence):
         STATS.array_calls += 1
         outs = self.plan.run(self.leaf_arrays(args))
-        return layout.fill(self.template, iter(self.shaped(outs)))
+        return templates.fill(self.template, iter(self.shaped(outs)))
 
     def shaped(self, outs: list, batch: tuple = ()) -> list:
         results = []

@@ -39,7 +39,7 @@ from .. import _fingerprint
 from .._errors import warn
 from ..backend import ssa as _program
 from ..ir import graph as g
-from . import layout
+from . import templates
 from .jit import cache as _cache
 from .program import Compiled
 from .tape import Tape
@@ -86,7 +86,7 @@ def key(request, parts, traced) -> str | None:
 def _template_to_json(template, arrays: dict):
     if template is None:
         return None
-    if isinstance(template, layout.SparseLayout):
+    if isinstance(template, templates.SparseLayout):
         n = sum(1 for k in arrays if k.startswith("indices"))
         arrays[f"indices{n}"] = template.indices
         arrays[f"indptr{n}"] = template.indptr
@@ -101,7 +101,7 @@ def _template_from_json(obj, arrays):
         n, fmt, shape = int(obj["sparse"]), obj["format"], tuple(int(s) for s in obj["shape"])
         if fmt not in ("csr", "csc") or len(shape) != 2:
             raise ValueError("bad sparse layout")
-        return layout.SparseLayout(fmt, shape, arrays[f"indices{n}"], arrays[f"indptr{n}"])
+        return templates.SparseLayout(fmt, shape, arrays[f"indices{n}"], arrays[f"indptr{n}"])
     return tuple(_template_from_json(t, arrays) for t in obj)
 
 

@@ -27,15 +27,15 @@ from .._errors import UnsupportedOperationError
 from ..ir import graph as g
 from ..ir import ops as _ops
 from . import arrayops as ops
-from . import composites as cmp
 from . import (
+    assembly,
     indexing,  # noqa: F401 (x[np.argmax(x)]: registers how traced positions index)
-    layout,
     logic,
     norms,
     order,
     signal,
 )
+from . import composites as cmp
 from . import library as lib
 from .arrayops import (
     elementwise,
@@ -462,11 +462,11 @@ TABLE: list[Primitive] = [
     Primitive("nanprod", (np.nanprod,), "reduction", logic.nanprod, "product with NaNs counted as one"),
     Primitive("nanvar", (np.nanvar,), "reduction", logic.nanvar, "variance of the values that are not NaN (ddof=), as NumPy computes it"),
     Primitive("nanstd", (np.nanstd,), "reduction", logic.nanstd, "sqrt of nanvar"),
-    Primitive("cumulative_sum", (np.cumulative_sum,), "reduction", layout.cumulative_sum, "running sum (include_initial=)"),
-    Primitive("cumulative_prod", (np.cumulative_prod,), "reduction", layout.cumulative_prod, "running product (include_initial=)"),
-    Primitive("ediff1d", (np.ediff1d,), "reduction", layout.ediff1d, "differences of the flattened array (to_begin=, to_end=)"),
-    Primitive("convolve", (np.convolve,), "contraction", layout.convolve, "discrete convolution of vectors (full, same, valid)"),
-    Primitive("vander", (np.vander,), "elementwise", layout.vander, "Vandermonde matrix: powers by repeated products, as NumPy"),
+    Primitive("cumulative_sum", (np.cumulative_sum,), "reduction", assembly.cumulative_sum, "running sum (include_initial=)"),
+    Primitive("cumulative_prod", (np.cumulative_prod,), "reduction", assembly.cumulative_prod, "running product (include_initial=)"),
+    Primitive("ediff1d", (np.ediff1d,), "reduction", assembly.ediff1d, "differences of the flattened array (to_begin=, to_end=)"),
+    Primitive("convolve", (np.convolve,), "contraction", assembly.convolve, "discrete convolution of vectors (full, same, valid)"),
+    Primitive("vander", (np.vander,), "elementwise", assembly.vander, "Vandermonde matrix: powers by repeated products, as NumPy"),
     Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items) if items else g.ONE), "product over axes"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
@@ -474,7 +474,7 @@ TABLE: list[Primitive] = [
     Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product"),
     Primitive("maximum.accumulate", (UfuncMethod(np.maximum, "accumulate"),), "reduction", order.accumulate_max, "running maximum along an axis (axis=0 by default, NaNs propagate); each entry's derivative is the one of the value it took"),
     Primitive("minimum.accumulate", (UfuncMethod(np.minimum, "accumulate"),), "reduction", order.accumulate_min, "running minimum along an axis"),
-    Primitive("diff", (np.diff,), "reduction", layout.diff, "n-th discrete difference along an axis (prepend=, append=; booleans by !=)"),
+    Primitive("diff", (np.diff,), "reduction", assembly.diff, "n-th discrete difference along an axis (prepend=, append=; booleans by !=)"),
     Primitive("trace", (np.trace,), "reduction", _trace, "sum of a diagonal"),
     Primitive("norm", (np.linalg.norm,), "reduction", norms.norm, "np.linalg.norm: vector norms of any order (2, 1, inf, -inf, 0, p) along an axis; matrix norms 'fro', 1, -1, inf, -inf (no SVD: not 2, -2, 'nuc')"),
     Primitive("vector_norm", (np.linalg.vector_norm,), "reduction", norms.vector_norm, "vector norm of any order over one axis, several or all (axis=, keepdims=)"),
@@ -527,7 +527,7 @@ TABLE: list[Primitive] = [
     _func("roll", [np.roll], ops.structural(np.roll), "roll elements along an axis"),
     _func("tile", [np.tile], ops.structural(np.tile), "repeat the whole array"),
     _func("repeat", [np.repeat], ops.structural(np.repeat), "repeat elements"),
-    _func("take", [np.take], layout.take, "take with a constant index array, or positions from np.argmax/np.argmin"),
+    _func("take", [np.take], assembly.take, "take with a constant index array, or positions from np.argmax/np.argmin"),
     _func("sliding_window_view", [np.lib.stride_tricks.sliding_window_view], ops.structural(np.lib.stride_tricks.sliding_window_view), "windows along axes (window_shape, axis=), a read-only view as NumPy's"),
     _func("append", [np.append], lib.append, "append values (flattened without axis=)"),
     _func("insert", [np.insert], lib.insert, "insert values at concrete positions"),
@@ -536,13 +536,13 @@ TABLE: list[Primitive] = [
     _func("array_split", [np.array_split], lib.array_split, "split into nearly equal parts"),
     _func("hsplit", [np.hsplit], lib.hsplit, "split columns"),
     _func("vsplit", [np.vsplit], lib.vsplit, "split rows"),
-    _func("meshgrid", [np.meshgrid], layout.meshgrid, "coordinate grids (indexing=, sparse=)"),
-    _func("broadcast_arrays", [np.broadcast_arrays], layout.broadcast_arrays, "arrays broadcast to one shape"),
-    _func("block", [np.block], layout.block, "an array from nested lists of blocks"),
-    _func("dstack", [np.dstack], layout.dstack, "stack along the third axis"),
-    _func("atleast_3d", [np.atleast_3d], layout.atleast_3d, "views with at least three dimensions"),
-    _func("rot90", [np.rot90], layout.rot90, "rotate by 90 degrees in a plane"),
-    _func("take_along_axis", [np.take_along_axis], layout.take_along_axis, "take along an axis with constant indices, or positions from np.argmax/np.argmin (keepdims=True)"),
+    _func("meshgrid", [np.meshgrid], assembly.meshgrid, "coordinate grids (indexing=, sparse=)"),
+    _func("broadcast_arrays", [np.broadcast_arrays], assembly.broadcast_arrays, "arrays broadcast to one shape"),
+    _func("block", [np.block], assembly.block, "an array from nested lists of blocks"),
+    _func("dstack", [np.dstack], assembly.dstack, "stack along the third axis"),
+    _func("atleast_3d", [np.atleast_3d], assembly.atleast_3d, "views with at least three dimensions"),
+    _func("rot90", [np.rot90], assembly.rot90, "rotate by 90 degrees in a plane"),
+    _func("take_along_axis", [np.take_along_axis], assembly.take_along_axis, "take along an axis with constant indices, or positions from np.argmax/np.argmin (keepdims=True)"),
     _func("tril", [np.tril], cmp.tril, "lower triangle (k=), zeros above"),
     _func("triu", [np.triu], cmp.triu, "upper triangle (k=), zeros below"),
     _func("pad", [np.pad], cmp.pad, "pad with modes constant (constant_values=), edge, wrap, reflect, symmetric, empty"),

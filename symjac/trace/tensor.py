@@ -27,7 +27,7 @@ from .._errors import ArgumentError, InputTypeError, ShapeError, UnsupportedOper
 from ..ir import graph as g
 from ..ir import tensor as t
 from . import (
-    layout,
+    assembly,
     norms,
     primitives,  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
 )
@@ -1235,7 +1235,7 @@ _BY_FUNC: dict = {
     np.linalg.norm: norms.norm, np.linalg.vector_norm: norms.vector_norm, np.linalg.matrix_norm: norms.matrix_norm,
     np.matmul: _matmul, np.dot: _dot, np.tensordot: _tensordot, np.outer: _outer, np.inner: _inner,
     np.vdot: _vdot, np.einsum: _einsum, np.linalg.multi_dot: norms.multi_dot, np.trace: _trace,
-    np.diff: layout.diff, np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
+    np.diff: assembly.diff, np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
     np.diagonal: _diagonal,
     np.linalg.det: _det, np.linalg.inv: _inv, np.linalg.slogdet: _slogdet, np.linalg.cholesky: _cholesky,
     np.linalg.solve: _solve,

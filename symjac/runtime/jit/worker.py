@@ -11,7 +11,7 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     path, name, dtype, in_nd, out_nd = argv
     from symjac._errors import CompileError
-    from symjac.runtime.jit import cache, native
+    from symjac.runtime.jit import cache, native, wrappers
 
     def refuse():
         raise CompileError(f"{path} is missing or does not match its digest")
@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     native.QUICK_LINES = None  # this process only compiles: straight to the optimised code, for the disk cache
     dispatcher = cache.load_function(Path(path), name, refuse)
     ndims = [[int(n) for n in s.split(",") if n] for s in (in_nd, out_nd)]
-    seconds = native.compile_kernel(dispatcher, native.signature(*ndims, dtype))
+    seconds = wrappers.compile_kernel(dispatcher, wrappers.signature(*ndims, dtype))
     cache.mark_compiled(Path(path), seconds)
     print(f"{seconds:.3f}")
     return 0
