@@ -11,9 +11,11 @@ looks at the kind, so a new kind of body is a branch here and nowhere else.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _fingerprint
 from .emit import body_ir, vm_ir
@@ -33,7 +35,7 @@ def symbol_for(text: str, kind: str) -> str:
     return f"symjac_{kind}_" + hashlib.blake2b(f"{code_stamp()}|{kind}|{text}".encode(), digest_size=10).hexdigest()
 
 
-def vm_symbol(dtype) -> str:
+def vm_symbol(dtype: npt.DTypeLike) -> str:
     """The tape interpreter's symbol for compute dtype ``dtype``."""
     return symbol_for(np.dtype(dtype).name, "vm")
 
@@ -46,7 +48,7 @@ class Body:
     kind: str
     text: str
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.symbol != symbol_for(self.text, self.kind):
             raise ValueError(f"{self.symbol} does not name this program")
 
@@ -82,6 +84,6 @@ class Body:
         return full
 
 
-def ir_text(program: Program, spec: KernelSpec, batched=None) -> str:
+def ir_text(program: Program, spec: KernelSpec, batched: Sequence[bool] | None = None) -> str:
     """The LLVM IR of a kernel's body, as emitted (before LLVM optimises it)."""
     return Body.of(to_text(program, spec, batched), "kernel" if batched is None else "batch").ir()

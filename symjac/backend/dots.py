@@ -25,7 +25,11 @@ tape's bits.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
+
+from .ssa import Operation, Program
 
 #: chains shorter than this stay straight-line
 MIN_TERMS = 4
@@ -48,18 +52,26 @@ class DotGroup:
     at: int  # the first root's position: every operand is computed before it, every root used after it
     operands: list[int]  # the values each chain multiplies, in term order
     roots: list[int] = field(default_factory=list)  # per chain, the value of its sum
-    coeffs: list[list] = field(default_factory=list)  # per chain, each term's signed coefficient (or flat index)
-    covered: set = field(default_factory=set)  # the operations the loop computes instead (roots included)
+    coeffs: list[list[float]] = field(default_factory=list)  # per chain, each term's signed coefficient (or flat index)
+    covered: set[int] = field(default_factory=set)  # the operations the loop computes instead (roots included)
     source: int | None = None  # the input the coefficients are read from, or None (constants)
 
 
-class Entry(tuple):
+class Entry(tuple[int, int]):
     """A coefficient read from an input: ``(input, flat index)``."""
 
     __slots__ = ()
 
 
-def _term(ops, counts, v: int, sign: float, sources) -> tuple:
+#: ``(coefficient, operand, the product absorbed or None)`` of one term of a chain
+Term = tuple[float | Entry, int, int | None]
+#: a chain: ``(root, coefficients, operands, member operations, source input or None)``
+Chain = tuple[int, list[float], list[int], list[int], int | None]
+#: may input ``i`` hold coefficients (an array a loop can index)?
+Sources = Callable[[int], bool]
+
+
+def _term(ops: Sequence[Operation], counts: list[int], v: int, sign: float, sources: Sources | None) -> Term:
     """(coefficient, operand, the product absorbed or None) of term ``v``; with
     ``sources`` (inputs that may hold coefficients), a product with an element
     of such an input takes it as its coefficient (of two, the later input's:
@@ -80,8 +92,11 @@ def _term(ops, counts, v: int, sign: float, sources) -> tuple:
     return sign, v, None
 
 
-def _terms(ops, counts, inner, root, sources) -> tuple[list, list]:
-    terms, members, node = [], [], root
+def _terms(ops: Sequence[Operation], counts: list[int], inner: set[int], root: int, sources: Sources | None
+           ) -> tuple[list[Term], list[int]]:
+    terms: list[Term] = []
+    members: list[int] = []
+    node = root
     while ops[node][0] in ("add", "sub") and (node == root or node in inner):
         left, right = ops[node][1]
         terms.append(_term(ops, counts, right, -1.0 if ops[node][0] == "sub" else 1.0, sources))
@@ -95,21 +110,22 @@ def _terms(ops, counts, inner, root, sources) -> tuple[list, list]:
     return terms, members
 
 
-def _kind(terms: list):
+def _kind(terms: list[Term]) -> int | Literal[False] | None:
     """None (constant coefficients), an input (every coefficient an entry of it), or False (mixed)."""
     inputs = {c[0] if isinstance(c, Entry) else None for c, _, _ in terms}
     return inputs.pop() if len(inputs) == 1 else False
 
 
-def chains(program, counts: list[int], skip: frozenset | set = frozenset(), sources=None):
+def chains(program: Program, counts: list[int], skip: frozenset[int] | set[int] = frozenset(),
+           sources: Sources | None = None) -> list[Chain]:
     """Every sum of at least MIN_TERMS terms: ``(root, coefficients, operands, ops, source)``."""
     ops = program.ops
     fold = ("add", "sub")
-    inner = set()  # sums folded into the sum that uses them (used once, as its left operand)
+    inner: set[int] = set()  # sums folded into the sum that uses them (used once, as its left operand)
     for op, args, _ in ops:
         if op in fold and ops[args[0]][0] in fold and counts[args[0]] == 1:
             inner.add(args[0])
-    found = []
+    found: list[Chain] = []
     for root, (op, _, _) in enumerate(ops):
         if op not in fold or root in inner or root in skip:
             continue
@@ -124,12 +140,13 @@ def chains(program, counts: list[int], skip: frozenset | set = frozenset(), sour
         members += [absorbed for _, _, absorbed in terms if absorbed is not None]
         if skip and any(m in skip for m in members):
             continue
-        coeffs = [c[1] if source is not None else c for c, _, _ in terms]
+        coeffs = [c[1] if isinstance(c, Entry) else c for c, _, _ in terms]  # (all entries iff a source)
         found.append((root, coeffs, [v for _, v, _ in terms], members, source))
     return found
 
 
-def find_dots(program, counts: list[int], skip: frozenset | set = frozenset(), sources=None) -> list[DotGroup]:
+def find_dots(program: Program, counts: list[int], skip: frozenset[int] | set[int] = frozenset(),
+              sources: Sources | None = None) -> list[DotGroup]:
     """Groups of chains over the same operands, worth a loop (none of their
     operations in ``skip``: those are another loop's).  ``sources(i)``: may
     input ``i`` hold coefficients (an array the loop can index)?"""

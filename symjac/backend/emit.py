@@ -24,12 +24,14 @@ from __future__ import annotations
 import functools
 import struct
 from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..ir import ops as _ops
-from .dots import find_dots
-from .reroll import find_loops
+from .dots import DotGroup, find_dots
+from .reroll import LoopGroup, find_loops
 from .ssa import Arguments, Program, uses
 
 #: more constant entries than this are written by a loop over tables
@@ -64,6 +66,13 @@ def float_literal(value: float, ftype: str) -> str:
     if ftype == "float":
         value = float(np.float32(value))
     return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
+
+
+def _code(record: _ops.Op) -> Callable[..., str]:
+    """``record``'s ``emit`` (every record the emitter is asked for has one: ``load`` and
+    ``const``, which have none, are the frame's and the program's)."""
+    assert record.emit is not None, f"{record.name} has no code of its own"
+    return record.emit
 
 
 class TextEmitter:
@@ -147,12 +156,12 @@ class TextEmitter:
         """An emitter of the same kind for another function of this module."""
         return TextEmitter(self.t, self.prefix)
 
-    def apply(self, record, *args: str) -> str:
+    def apply(self, record: _ops.Op, *args: str) -> str:
         """``record`` on ``args``: its code here, or, for the records in
         ``outline`` (long ones the program uses often: see OUTLINE_USES), a
         call of its code written once as an internal function."""
         if record.name not in self.outline:
-            return record.emit(self, *args)
+            return _code(record)(self, *args)
         name = f"@{self.prefix}.{record.name}.{'v' if self.vtype != self.t else 's'}"
         self._define(name, record, self.fresh_emitter())
         return self.emit(f"call {self.vtype} {name}({', '.join(f'{self.vtype} {a}' for a in args)})")
@@ -164,18 +173,18 @@ class TextEmitter:
         body.declarations, body.functions = self.declarations, self.functions
         return body
 
-    def _define(self, name: str, record, body: TextEmitter) -> None:
+    def _define(self, name: str, record: _ops.Op, body: TextEmitter) -> None:
         """``record``'s code, emitted through ``body``, as the internal function ``name`` (once)."""
         if name not in self.functions:
             self._module(body)
             params = [f"%p{j}" for j in range(record.arity)]
-            result = record.emit(body, *params)
+            result = _code(record)(body, *params)
             t = body.vtype
             self.functions[name] = "\n".join([
                 f"define internal {t} {name}({', '.join(f'{t} {p}' for p in params)}) #3 {{",
                 "entry:", *body.lines, f"  ret {t} {result}", "}", ""])
 
-    def apply_many(self, record, arglists: list[tuple[str, ...]]) -> list[str]:
+    def apply_many(self, record: _ops.Op, arglists: list[tuple[str, ...]]) -> list[str]:
         """``record`` on each of ``arglists`` (applications independent of each
         other): for a long arithmetic record (see ``_batchable``), BATCH_CALLS
         at a time on vectors BATCH_CALLS times as wide (the last group padded
@@ -197,12 +206,12 @@ class TextEmitter:
             else:  # on the wide vectors, in this function
                 body = self._module(self.widened(BATCH_CALLS))
                 body.lines, body._count = self.lines, self._count
-                result = record.emit(body, *packed)
+                result = _code(record)(body, *packed)
                 self._count = body._count
             results += self.unpack(result, BATCH_CALLS)[:min(BATCH_CALLS, len(arglists) - first)]
         return results
 
-    def _wide_function(self, record) -> tuple[str, str]:
+    def _wide_function(self, record: _ops.Op) -> tuple[str, str]:
         """The outlined ``record`` on BATCH_CALLS values at once: its name and value type."""
         body = self.widened(BATCH_CALLS)
         name = f"@{self.prefix}.{record.name}.w{body.width}"
@@ -258,32 +267,32 @@ class TextEmitter:
     def const(self, value: float) -> str:
         return self.literal(self.t, float_literal(value, self.t))
 
-    def add(self, a, b):
+    def add(self, a: str, b: str) -> str:
         return self.emit(f"fadd {self.vt} {a}, {b}")
 
-    def sub(self, a, b):
+    def sub(self, a: str, b: str) -> str:
         return self.emit(f"fsub {self.vt} {a}, {b}")
 
-    def mul(self, a, b):
+    def mul(self, a: str, b: str) -> str:
         return self.emit(f"fmul {self.vt} {a}, {b}")
 
-    def div(self, a, b):
+    def div(self, a: str, b: str) -> str:
         return self.emit(f"fdiv {self.vt} {a}, {b}")
 
-    def neg(self, a):
+    def neg(self, a: str) -> str:
         return self.emit(f"fneg {self.vt} {a}")
 
-    def call(self, function: str, *args):
+    def call(self, function: str, *args: str) -> str:
         name = function + self.suffix
         self.declare(name, f"declare {self.t} @{name}({', '.join([self.t] * len(args))}) #0")
         return self.emit(f"call {self.t} @{name}({', '.join(f'{self.t} {a}' for a in args)})")
 
-    def intrinsic(self, name: str, *args):
+    def intrinsic(self, name: str, *args: str) -> str:
         full = self.intrinsic_name(name)
         self.declare(full, f"declare {self.vt} @{full}({', '.join([self.vt] * len(args))})")
         return self.emit(f"call {self.vt} @{full}({', '.join(f'{self.vt} {a}' for a in args)})")
 
-    def exp2i(self, k):
+    def exp2i(self, k: str) -> str:
         bits, bias, shift = ("i32", 127, 23) if self.t == "float" else ("i64", 1023, 52)
         ints = self.int_type(bits)
         k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
@@ -291,37 +300,37 @@ class TextEmitter:
         exponent = self.emit(f"add {ints} {self.emit(f'fptosi {self.vt} {k} to {ints}')}, {self.literal(bits, str(bias))}")
         return self.emit(f"bitcast {ints} {self.emit(f'shl {ints} {exponent}, {self.literal(bits, str(shift))}')} to {self.vt}")
 
-    def cmp(self, symbol: str, a, b):
+    def cmp(self, symbol: str, a: str, b: str) -> str:
         return self.emit(f"fcmp {_PREDICATE[symbol]} {self.vt} {a}, {b}")  # != is unordered: true with NaN
 
-    def isnan(self, a):
+    def isnan(self, a: str) -> str:
         return self.emit(f"fcmp uno {self.vt} {a}, {a}")
 
-    def truth(self, a):
+    def truth(self, a: str) -> str:
         return self.emit(f"fcmp une {self.vt} {a}, {self.const(0.0)}")
 
-    def select(self, condition, a, b):
+    def select(self, condition: str, a: str, b: str) -> str:
         return self.emit(f"select {self.bt} {condition}, {self.vt} {a}, {self.vt} {b}")
 
-    def as_float(self, condition):
+    def as_float(self, condition: str) -> str:
         return self.select(condition, self.const(1.0), self.const(0.0))
 
-    def and_(self, p, q):
+    def and_(self, p: str, q: str) -> str:
         return self.emit(f"and {self.bt} {p}, {q}")
 
-    def or_(self, p, q):
+    def or_(self, p: str, q: str) -> str:
         return self.emit(f"or {self.bt} {p}, {q}")
 
-    def xor(self, p, q):
+    def xor(self, p: str, q: str) -> str:
         return self.emit(f"xor {self.bt} {p}, {q}")
 
-    def not_(self, p):
+    def not_(self, p: str) -> str:
         return self.emit(f"xor {self.bt} {p}, {self.literal('i1', 'true')}")
 
     # ----- control flow -----
 
-    def loop(self, start: str, stop: str, body, carry: list[tuple[str, str]] | None = None,
-             unroll: int | None = None):
+    def loop(self, start: str, stop: str, body: Callable[..., Any], carry: list[tuple[str, str]] | None = None,
+             unroll: int | None = None) -> list[str]:
         """``for k in range(start, stop): body(k)`` (``body`` may open blocks of its own).
 
         ``carry``: values threaded through the iterations, ``(type, initial)``
@@ -461,7 +470,7 @@ class VectorEmitter(TextEmitter):
 
     # ----- the emitter helper: libm lane by lane -----
 
-    def call(self, function: str, *args):
+    def call(self, function: str, *args: str) -> str:
         """libm lane by lane: vector math libraries do not give libm's bits."""
         name = function + self.suffix
         t = self.t
@@ -470,6 +479,18 @@ class VectorEmitter(TextEmitter):
         results = [self.emit(f"call {t} @{name}({', '.join(f'{t} {c[j]}' for c in columns)})")
                    for j in range(self.width)]
         return self.gather(results)
+
+
+class Operands(Protocol):
+    """What :func:`emit_program` needs of a frame: :class:`Frame` (a sample's
+    pointers and values) or ``vector.VectorFrame`` (a block's rows)."""
+
+    #: take each store as soon as its value is computed (else all at the end, in address order)
+    early: bool
+
+    def load(self, i: int, index: str) -> str: ...
+    def indexable(self, i: int) -> bool: ...
+    def store(self, out: int, index: str, value: str) -> None: ...
 
 
 class Frame:
@@ -505,8 +526,8 @@ def _index(e: TextEmitter, values: list[int], k: str) -> str:
     return e.lookup(e.table(values, "i64"), len(values), k, "i64")
 
 
-def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = True, consts: bool = True,
-                 zeros: list[tuple[int, int]] = ()) -> None:
+def emit_program(e: TextEmitter, program: Program, frame: Operands, roll: bool = True, consts: bool = True,
+                 zeros: Sequence[tuple[int, int]] = ()) -> None:
     """Emit ``program``: every store, and the constant stores unless ``consts``
     is False; ``zeros``: entries ``(output, flat index)`` to write 0 in too.
 
@@ -585,8 +606,8 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
               if pos not in rolled and not frame.early]
     writes += [(out, flat, e.const(0.0)) for out, flat in zeros]
     by_output: dict[int, list] = {}
-    for out, flat, value in program.const_stores if consts else ():
-        by_output.setdefault(out, []).append((flat, value))
+    for out, flat, number in program.const_stores if consts else ():
+        by_output.setdefault(out, []).append((flat, number))
     tabled = {}
     for out, items in by_output.items():
         if len(items) <= CONST_TABLE:
@@ -595,8 +616,8 @@ def emit_program(e: TextEmitter, program: Program, frame: Frame, roll: bool = Tr
             tabled[out] = items
     for out, flat, value in sorted(writes, key=lambda w: w[:2]):
         frame.store(out, str(flat), value)
-    for grp in loops:
-        e.loop("0", str(len(grp.outs)), lambda k, grp=grp: _loop_body(e, program, grp, frame, k))
+    for group in loops:
+        e.loop("0", str(len(group.outs)), lambda k, group=group: _loop_body(e, program, group, frame, k))
     for out, items in sorted(tabled.items()):
         idx, val = e.table([f for f, _ in items], "i64"), e.table([v for _, v in items], e.t)
         n = len(items)
@@ -664,7 +685,7 @@ DOT_CHAINS = 4
 DOT_UNROLL = 2
 
 
-def _dot_loop(e: TextEmitter, grp, values: dict, frame: Frame) -> None:
+def _dot_loop(e: TextEmitter, grp: DotGroup, values: dict[int, str], frame: Operands) -> None:
     """One dot group: ``root[j] = c[j][0] * v[0] + c[j][1] * v[1] + ...``, folded
     left, for every chain ``j``, ``DOT_CHAINS`` chains at a time; the operands
     wait in a stack buffer, the coefficients in a table (padded with zero
@@ -683,11 +704,12 @@ def _dot_loop(e: TextEmitter, grp, values: dict, frame: Frame) -> None:
         def coefficient(at: str) -> str:
             return e.splat(e.lookup(table, len(coeffs), at, e.t))
     else:
+        source = grp.source  # (an int here, for the closure)
         coeffs = [c for row in grp.coeffs for c in row] + [0] * pad
         table = e.table(coeffs, "i64")
 
         def coefficient(at: str) -> str:
-            return frame.load(grp.source, e.lookup(table, len(coeffs), at, "i64"))
+            return frame.load(source, e.lookup(table, len(coeffs), at, "i64"))
 
     def block(b: str) -> None:
         first = e.emit(f"mul i64 {b}, {DOT_CHAINS}")
@@ -709,7 +731,7 @@ def _dot_loop(e: TextEmitter, grp, values: dict, frame: Frame) -> None:
         values[root] = e.get(sums, str(j))
 
 
-def _loop_body(e: TextEmitter, program: Program, grp, frame: Frame, k: str) -> None:
+def _loop_body(e: TextEmitter, program: Program, grp: LoopGroup, frame: Operands, k: str) -> None:
     """One rolled group's iteration: out[outs[k]] = tree(inputs at loads[.][k])."""
     slot = {key: frame.load(key[0], _index(e, grp.loads[s], k)) for s, key in enumerate(grp.slots)}
     local: dict = {}
@@ -729,18 +751,18 @@ def _trial(name: str) -> TextEmitter:
     ``_batchable`` read its length, calls and labels)."""
     record = _ops.BY_NAME[name]
     trial = TextEmitter("double", "trial")
-    record.emit(trial, *[f"%a{j}" for j in range(record.arity)])
+    _code(record)(trial, *[f"%a{j}" for j in range(record.arity)])
     return trial
 
 
-def _outlined(record) -> bool:
+def _outlined(record: _ops.Op) -> bool:
     """Is ``record``'s code long enough to be a function of its own (OUTLINE_LINES)?"""
     if record.emit is None:  # (load, const: no code of their own)
         return False
     return len(_trial(record.name).lines) > OUTLINE_LINES
 
 
-def _batchable(record) -> bool:
+def _batchable(record: _ops.Op) -> bool:
     """Is ``record`` worth running on several blocks at once (``apply_many``):
     long (``_outlined``), straight-line and calling no libm function (only
     arithmetic and exact intrinsics, which have vector forms)?"""
@@ -774,7 +796,7 @@ def vm_ir(symbol: str, ftype: str) -> str:
             if record.name in sources:
                 value = e.load(sources[record.name], a)
             else:
-                value = record.emit(e, *(e.load("%work", x) for x in (a, b, c)[: record.arity]))
+                value = _code(record)(e, *(e.load("%work", x) for x in (a, b, c)[: record.arity]))
             e.store("%work", k, value)
             e.lines.append(f"  br label %{done}")
         e.label(done)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import keyword
 import re
+from collections.abc import Sequence
 
 from . import bodies
 from .ssa import KernelSpec, Program, to_text
@@ -44,7 +45,7 @@ def kernel_name(name: str) -> str:
     return f"k_{clean}" if clean[0].isdigit() or keyword.iskeyword(clean) else clean
 
 
-def _program_literal(program: Program, spec: KernelSpec, batched=None) -> str:
+def _program_literal(program: Program, spec: KernelSpec, batched: Sequence[bool] | None = None) -> str:
     text = to_text(program, spec, batched)
     if not _LITERAL.fullmatch(text):  # repr() of floats and opcode names only: never reached
         raise ValueError("program text with unexpected characters")
@@ -62,7 +63,7 @@ def _header() -> list[str]:
     ]
 
 
-def module_source(program: Program, spec: KernelSpec, batched=None) -> str:
+def module_source(program: Program, spec: KernelSpec, batched: Sequence[bool] | None = None) -> str:
     """The module for ``program``: ``<name>(inputs..., outputs...)``, or with
     ``batched`` (a flag per input) ``<name>_batch`` (samples in parallel) and
     ``<name>_batch_serial``."""

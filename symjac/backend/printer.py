@@ -22,10 +22,11 @@ import re
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ..ir import ops as _ops
-from .dots import find_dots
-from .reroll import find_loops
+from .dots import DotGroup, find_dots
+from .reroll import LoopGroup, find_loops
 from .ssa import KernelSpec, Program, uses
 
 _ATOM = _ops.Prec.ATOM
@@ -69,7 +70,7 @@ def _number(value: float, np_name: str) -> str:
     return repr(float(value))
 
 
-def literal(value: float, dtype, np_name: str = "np") -> str:
+def literal(value: float, dtype: npt.DTypeLike, np_name: str = "np") -> str:
     text = _number(value, np_name)
     return f"{np_name}.float32({text})" if np.dtype(dtype) == np.float32 else text
 
@@ -124,7 +125,7 @@ class _Printer:
     a loop over samples ``b``: batched inputs and every output gain a leading
     sample index."""
 
-    def __init__(self, program: Program, spec: KernelSpec, roll: bool, batched):
+    def __init__(self, program: Program, spec: KernelSpec, roll: bool, batched: Sequence[bool] | None):
         self.program, self.spec, self.roll, self.batched = program, spec, roll, batched
         names = self.names = Names()
         self.function = names.fresh(spec.name + ("_batch" if batched is not None else ""))
@@ -168,6 +169,7 @@ class _Printer:
                 self.helpers[op] = self.names.fresh(form.name)
             name = self.helpers[op]
         else:
+            assert isinstance(form, _ops.Call), f"{op} has no rendering"  # (every record a program holds has one)
             name = f"{self.np}.{form.function}"
         return f"{name}({', '.join(self.operand(a, 0) for a in args)})", _ATOM
 
@@ -191,7 +193,8 @@ class _Printer:
     def element(self, i: int, flat: int) -> str:
         """Input ``i``'s element ``flat`` (this sample's, when batched)."""
         name, shape = self.params[i], self.spec.inputs[i][1]
-        index = ([self.sample] if self._batched(i) else []) + ([_index(shape, flat)] if shape else [])
+        index = ([self.sample] if self._batched(i) and self.sample is not None else []) + (
+            [_index(shape, flat)] if shape else [])
         return f"{name}[{', '.join(index)}]" if index else name
 
     def indexable(self, i: int) -> bool:
@@ -199,7 +202,7 @@ class _Printer:
         return bool(self.spec.inputs[i][1])
 
     def target(self, out: int, flat: int) -> str:
-        index = ([self.sample] if self.batched is not None else []) + [_index(self.spec.outputs[out], flat)]
+        index = ([self.sample] if self.sample is not None else []) + [_index(self.spec.outputs[out], flat)]  # (batched)
         return f"{self.outs[out]}[{', '.join(index)}]"
 
     def flat(self, name: str, shape: tuple, batched: bool) -> str:
@@ -244,16 +247,16 @@ class _Printer:
         for pos, (out, flat, value) in enumerate(self.program.stores):
             if pos not in rolled:
                 self.lines.append(f"{self.target(out, flat)} = {self.text[value][0]}")
-        for number, grp in enumerate(loops):
-            self.loop(number, grp)
+        for number, group in enumerate(loops):
+            self.loop(number, group)
         by_output: dict[int, list[tuple[int, float]]] = {}
-        for out, flat, value in self.program.const_stores:
-            by_output.setdefault(out, []).append((flat, value))
+        for out, flat, number_value in self.program.const_stores:
+            by_output.setdefault(out, []).append((flat, number_value))
         for out, items in sorted(by_output.items()):
             self.constants(out, items)
         return self.lines
 
-    def loop(self, number: int, grp) -> None:
+    def loop(self, number: int, grp: LoopGroup) -> None:
         """One rolled group: ``for _k in range(n): out[index(k)] = tree(x[index(k)])``."""
         spec, program = self.spec, self.program
         batch = self.batched is not None
@@ -281,7 +284,7 @@ class _Printer:
         self.lines.append(f"for {self.k} in range({len(grp.outs)}):")
         self.lines.extend("    " + line for line in body)
 
-    def dot(self, number: int, grp) -> None:
+    def dot(self, number: int, grp: DotGroup) -> None:
         """One dot group (a dense layer, ``dots.py``) as the kernel runs it: each
         sum folded left over a row of a coefficient table (a module global),
         each term's sign in its coefficient, the first term multiplied too."""
@@ -323,12 +326,13 @@ class _Printer:
             self.lines += [f"{self.target(out, f)} = {literal(v, dtype, np_)}" for f, v in items]
             return
         flat = self.flat(self.outs[out], self.spec.outputs[out], self.batched is not None)
-        by_value: dict = {}
+        by_value: dict[float, list[int]] = {}
         for f, v in items:
             by_value.setdefault(v, []).append(f)
         pieces = [(v, _progressions(sorted(fs))) for v, fs in by_value.items()]
-        if all(p is not None for _, p in pieces) and sum(len(p) for _, p in pieces) <= 8:
-            for value, progs in pieces:
+        found = [(v, p) for v, p in pieces if p is not None]
+        if len(found) == len(pieces) and sum(len(p) for _, p in found) <= 8:
+            for value, progs in found:
                 for start, step, count in progs:
                     self.lines.append(f"for {self.k} in range({count}):")
                     self.lines.append(f"    {flat}{_affine_text(start, step, self.k)}] = {literal(value, dtype, np_)}")
@@ -339,7 +343,7 @@ class _Printer:
         self.lines += [f"for {self.k} in range({len(items)}):", f"    {flat}{idx}[{self.k}]] = {val}[{self.k}]"]
 
 
-def render(program: Program, spec: KernelSpec, roll: bool = True, batched=None) -> str:
+def render(program: Program, spec: KernelSpec, roll: bool = True, batched: Sequence[bool] | None = None) -> str:
     """The program as a Python module: a function ``<name>(inputs..., out0, ...)``
     (``<name>_batch`` with a loop over samples when ``batched`` gives a flag
     per input) that writes the outputs' nonzero entries, as the kernel does.
@@ -375,6 +379,7 @@ def render(program: Program, spec: KernelSpec, roll: bool = True, batched=None) 
     helpers = []
     for op, name in p.helpers.items():
         form = _ops.BY_NAME[op].render
+        assert isinstance(form, _ops.Helper)  # (only helpers are named in p.helpers)
         helpers += ["", f"def {name}({form.params}):", f"    {form.body}", ""]
     signature = f"def {p.function}({', '.join(p.params + p.outs)}):"
     if batched is None:

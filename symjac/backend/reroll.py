@@ -15,6 +15,9 @@ and constants are leaves and may be shared.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from .ssa import Program
 
 MIN_MEMBERS = 8  # shorter runs stay straight-line (a loop costs index arrays)
 MAX_TREE = 200  # larger private trees are rare and not worth the signature work
@@ -29,16 +32,17 @@ class LoopGroup:
     slots: list[tuple[int, int]]  # (input, flat index) of each load slot, for the representative
     outs: list[int] = field(default_factory=list)  # flat output index per member
     loads: list[list[int]] = field(default_factory=list)  # per slot: flat input index per member
-    covered: set = field(default_factory=set)  # op ids printed by the loop (all members)
-    covered_by_root: list = field(default_factory=list)  # op ids of the representative tree
+    covered: set[int] = field(default_factory=set)  # op ids printed by the loop (all members)
+    covered_by_root: list[int] = field(default_factory=list)  # op ids of the representative tree
     stores: list[int] = field(default_factory=list)  # store positions handled by the loop
 
 
-def _tree(program, root: int, uses: list[int]):
+def _tree(program: Program, root: int, uses: list[int]
+          ) -> tuple[tuple[Any, ...], list[tuple[int, int]], list[int]] | None:
     """(signature, slots, op ids) of the private tree under ``root``, or None."""
     ops = program.ops
     slots: dict[tuple[int, int], int] = {}
-    sig: list = []
+    sig: list[tuple[Any, ...]] = []
     members: list[int] = []
     stack = [root]
     while stack:
@@ -63,9 +67,9 @@ def _tree(program, root: int, uses: list[int]):
     return tuple(sig), list(slots), members
 
 
-def find_loops(program, uses: list[int]) -> list[LoopGroup]:
+def find_loops(program: Program, uses: list[int]) -> list[LoopGroup]:
     """Groups of at least MIN_MEMBERS stores with identical private trees."""
-    groups: dict = {}
+    groups: dict[tuple[int, tuple[Any, ...]], LoopGroup] = {}
     for position, (out, flat, value) in enumerate(program.stores):
         if uses[value] != 1 or program.ops[value][0] in ("load", "const"):
             continue

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -26,6 +27,9 @@ from mpmath.libmp import to_float as _mpf_to_float
 
 from ..ir import graph as g
 from ..ir import ops as _ops
+
+#: ``(opcode, operand value ids, payload)``: see :class:`Program`
+Operation = tuple[str, tuple[int, ...], Any]
 
 
 @dataclass
@@ -38,21 +42,21 @@ class Program:
     are the outputs' constant entries ``(output index, flat index, number)``.
     """
 
-    ops: list[tuple] = field(default_factory=list)
+    ops: list[Operation] = field(default_factory=list)
     stores: list[tuple[int, int, int]] = field(default_factory=list)
     const_stores: list[tuple[int, int, float]] = field(default_factory=list)
 
 
 class _Lowering:
-    def __init__(self, symbols: dict):
+    def __init__(self, symbols: dict[sp.Basic, tuple[int, int]]):
         self.symbols = symbols  # Symbol -> (input index, flat index)
         self.program = Program()
-        self.memo: dict = {}
-        self.consts: dict = {}
+        self.memo: dict[sp.Basic, int] = {}
+        self.consts: dict[tuple[float, bool], int] = {}
         self.leaves: dict[int, int] = {}  # id(leaf node) -> its value
-        self.alive: list = []  # the leaf nodes of ``leaves`` (their ids stay theirs)
+        self.alive: list[sp.Basic] = []  # the leaf nodes of ``leaves`` (their ids stay theirs)
 
-    def emit(self, op: str, args: tuple = (), payload=None) -> int:
+    def emit(self, op: str, args: tuple[int, ...] = (), payload: Any = None) -> int:
         self.program.ops.append((op, args, payload))
         return len(self.program.ops) - 1
 
@@ -63,7 +67,7 @@ class _Lowering:
             self.consts[key] = self.emit("const", (), float(value))
         return self.consts[key]
 
-    def value(self, node) -> int:
+    def value(self, node: sp.Basic) -> int:
         """The SSA value of ``node``, lowering what it needs that is not yet lowered."""
         if not node.args or node.is_Atom:
             # a leaf, found by identity: hashing a SymPy number, and turning it into a float, cost
@@ -80,7 +84,7 @@ class _Lowering:
             memo[sub] = self._lower(sub)
         return memo[node]
 
-    def _leaf(self, node) -> int:
+    def _leaf(self, node: sp.Basic) -> int:
         if node.is_Symbol:
             if node not in self.symbols:
                 raise AssertionError(f"symbol {node} is not a kernel input")
@@ -92,7 +96,7 @@ class _Lowering:
     def is_const(self, value: int) -> bool:
         return self.program.ops[value][0] == "const"
 
-    def _lower(self, node) -> int:
+    def _lower(self, node: sp.Basic) -> int:
         if g.is_leaf(node):
             return self._leaf(node)
         if all(self.is_const(self.value(a)) for a in g.operands(node)):
@@ -127,8 +131,8 @@ class _Lowering:
             out = self.emit(op.name, (out, a))
         return out
 
-    def _sum(self, terms) -> int:
-        acc = None
+    def _sum(self, terms: Sequence[sp.Basic]) -> int:
+        acc: int | None = None
         for term in terms:
             negative = term.func is g.Mul and term.args[0].is_Number and _negative(term.args[0])
             if negative:
@@ -141,9 +145,10 @@ class _Lowering:
                 acc = self.emit("neg", (value,)) if negative else value
             else:
                 acc = self.emit("sub" if negative else "add", (acc, value))
+        assert acc is not None  # (a sum has terms)
         return acc
 
-    def _product(self, factors) -> int:
+    def _product(self, factors: Sequence[sp.Basic]) -> int:
         coeff = factors[0] if factors[0].is_Number else g.ONE
         rest = factors[1:] if factors[0].is_Number else factors
         numer, denom = [], []
@@ -165,13 +170,14 @@ class _Lowering:
         if acc is None:
             acc = self.const(1.0)
         if denom:
-            d = None
+            d: int | None = None
             for f in denom:
                 d = self.value(f) if d is None else self.emit("mul", (d, self.value(f)))
+            assert d is not None  # (denom has factors)
             acc = self.emit("div", (acc, d))
         return self.emit("neg", (acc,)) if negate else acc
 
-    def _power(self, base, exp) -> int:
+    def _power(self, base: sp.Basic, exp: sp.Basic) -> int:
         b = self.value(base)
         if exp == 2:
             return self.emit("mul", (b, b))
@@ -187,7 +193,7 @@ class _Lowering:
         return self.emit("pow", (b, self.value(exp)))
 
 
-def _negative(number) -> bool:
+def _negative(number: sp.Basic) -> bool:
     """``number < 0`` for a SymPy number, read from its representation (SymPy's
     assumption system takes ~60 µs for each new Float).  NaN is neither sign;
     a Float's zero has no sign in SymPy."""
@@ -198,7 +204,7 @@ def _negative(number) -> bool:
     return number.is_extended_negative is True
 
 
-def _number(node) -> float:
+def _number(node: sp.Basic) -> float:
     if node.is_Float:  # read straight from its representation (float(node) normalises it first)
         return _mpf_to_float(node._mpf_)
     if node.is_Rational:
@@ -221,7 +227,7 @@ def _number(node) -> float:
     return value.real if value.imag == 0 else float("nan")
 
 
-def lower(symbols: dict, outputs: Sequence[np.ndarray]) -> Program:
+def lower(symbols: dict[sp.Basic, tuple[int, int]], outputs: Sequence[np.ndarray]) -> Program:
     """Lower output arrays of nodes to an SSA program.
 
     ``symbols`` maps input Symbols to ``(input index, flat index)``.  Zero
@@ -257,7 +263,8 @@ def _prune(program: Program) -> Program:
         if live[k]:
             for a in program.ops[k][1]:
                 live[a] = True
-    new_id, ops = {}, []
+    new_id: dict[int, int] = {}
+    ops: list[Operation] = []
     for k, (op, args, payload) in enumerate(program.ops):
         if live[k]:
             new_id[k] = len(ops)
@@ -342,7 +349,7 @@ def from_text(text: str) -> tuple[Program, Arguments]:
         raise ValueError("not a symjac program text of this version")
     _, dtype, ins, flags, outs, ops_text, stores_text, consts_text = fields
 
-    def ints(csv):
+    def ints(csv: str) -> list[int]:
         return [int(x) for x in csv.split(",") if x]
 
     program = Program()

@@ -7,9 +7,10 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ..ir import ops as _ops
-from .ssa import Program
+from .ssa import Operation, Program
 
 _OP = _ops.OPCODE
 
@@ -34,11 +35,11 @@ class TapeCode:
         in_off = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
         out_off = np.concatenate([[0], np.cumsum(out_sizes)]).astype(np.int64)
 
-        def split(offsets, flat):
+        def split(offsets: np.ndarray, flat: int) -> tuple[int, int]:
             where = int(np.searchsorted(offsets, flat, side="right") - 1)
             return where, int(flat - offsets[where])
 
-        ops = []
+        ops: list[Operation] = []
         for op, a, b, c in self.code.tolist():
             name = _ops.RECORDS[op].name
             if name == "load":
@@ -70,7 +71,7 @@ class TapeCode:
         return dataclasses.replace(self, code=code)
 
 
-def encode(program: Program, in_sizes: list[int], out_sizes: list[int], dtype) -> TapeCode:
+def encode(program: Program, in_sizes: list[int], out_sizes: list[int], dtype: npt.DTypeLike) -> TapeCode:
     in_off = np.concatenate([[0], np.cumsum(in_sizes)]).astype(np.int64)
     out_off = np.concatenate([[0], np.cumsum(out_sizes)]).astype(np.int64)
     code = np.zeros((len(program.ops), 4), dtype=np.int64)

@@ -32,6 +32,7 @@ write more than they compute keep the sample loop (:func:`vectorize`).
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from .emit import MEMSET_ZEROS, VectorEmitter, _written, emit_program, float_literal
 from .ssa import Arguments, Program
@@ -42,7 +43,7 @@ from .ssa import Arguments, Program
 WIDTH = {"double": 8, "float": 16}
 
 
-def block_width(dtype) -> int:
+def block_width(dtype: npt.DTypeLike) -> int:
     """Samples per block for compute dtype ``dtype``."""
     return WIDTH["float" if np.dtype(dtype) == np.float32 else "double"]
 
@@ -173,6 +174,7 @@ def batch_body_ir(symbol: str, program: Program, layout: Arguments, roll: bool =
     width = WIDTH[ftype]
     nbytes = 4 if ftype == "float" else 8
     batched = layout.batched
+    assert batched is not None  # (a batch body's layout has the flags)
     e = VectorEmitter(ftype, symbol, width)
 
     # ----- the block function -----
@@ -206,7 +208,7 @@ def batch_body_ir(symbol: str, program: Program, layout: Arguments, roll: bool =
     frame.finish()
     e.declare("llvm.memset.p0.i64", "declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
     e.declare("llvm.memcpy.p0.p0.i64", "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
-    numbers = sorted(e.numbers, key=e.numbers.get) or [float_literal(0.0, ftype)]
+    numbers = sorted(e.numbers, key=lambda n: e.numbers[n]) or [float_literal(0.0, ftype)]
     table = f"@{symbol}.k = private unnamed_addr constant [{len(numbers)} x {ftype}] " \
             f"[{', '.join(f'{ftype} {n}' for n in numbers)}]"
     # not internal: LLVM would propagate the table into it and fold its loads back into literals

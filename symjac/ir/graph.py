@@ -28,7 +28,8 @@ import contextvars
 import hashlib
 import math
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -133,7 +134,9 @@ def count_constants(n: int) -> None:
     """Count ``n`` constants about to become SymPy numbers toward the scope's
     node budget (a large constant array takes seconds to convert)."""
     table = _INTERN.get()
-    budget = None if table is None else table.get(_BUDGET)
+    if table is None:
+        return
+    budget = table.get(_BUDGET)
     if budget is not None and n + len(table) + table.get(_PLACEHOLDERS, 0) >= budget:
         raise OverBudget(budget)
 
@@ -159,7 +162,7 @@ def count_placeholders(n: int, what: str) -> None:
     table = _INTERN.get()
     total = n + (0 if table is None else table.get(_PLACEHOLDERS, 0))
     budget = None if table is None else table.get(_BUDGET)
-    if budget is not None and total + len(table) >= budget:
+    if budget is not None and table is not None and total + len(table) >= budget:  # (a budget implies a table)
         raise OverBudget(budget)
     if total >= LIMITS.max_nodes:
         raise ResourceLimitError(
@@ -191,7 +194,7 @@ def _check_size(n: int, budget: int | None = None) -> None:
     if n >= LIMITS.warn_nodes and not getattr(_check_size, "warned", False):
         import warnings
 
-        _check_size.warned = True
+        _check_size.__dict__["warned"] = True  # a function attribute (tests reset it); typed as a dict entry
         warnings.warn(
             f"symjac: the expression graph has {n:,} nodes; tracing and differentiating this "
             "function will take a while and a lot of memory.", ResourceWarning, stacklevel=user_stacklevel()
@@ -211,7 +214,7 @@ def _raw(head: type, args: tuple) -> Basic:
 # ----- constants ---------------------------------------------------------------
 
 
-def const(value) -> Basic:
+def const(value: Any) -> Basic:
     """A SymPy number for a Python/NumPy scalar (integral floats become Integers,
     which print as ``2`` rather than ``2.0`` and keep ``x**2`` an integer power)."""
     if isinstance(value, Basic):
@@ -318,7 +321,7 @@ class SafeMul(sp.Function):
     nargs = 2
 
     @classmethod
-    def eval(cls, a, b):
+    def eval(cls, a: Basic, b: Basic) -> None:
         return None  # never simplified away by SymPy
 
 
@@ -369,7 +372,7 @@ def pow_(base: Basic, exp: Basic) -> Basic:
 # ----- IEEE-exact arithmetic of traced NumPy operations ---------------------------
 
 
-def _ieee(op, a: Basic, b: Basic) -> Basic:
+def _ieee(op: Callable[[np.float64, np.float64], Any], a: Basic, b: Basic) -> Basic:
     """Two numbers combined as float64 arithmetic combines them (overflow to
     inf, 0/0 = nan, one rounding), as NumPy would."""
     with np.errstate(all="ignore"):
@@ -457,7 +460,7 @@ def logical(head: type, *args: Basic) -> Basic:
         (p,) = args
         if p is TRUE or p is FALSE:
             return FALSE if p is TRUE else TRUE
-        return p.args[0] if isinstance(p, Not) else _node(Not, (p,))
+        return p.args[0] if isinstance(p, sp.Not) else _node(Not, (p,))  # (sp.Not: `head is Not` narrows Not to type)
     if head is Xor:
         flip = sum(a is TRUE for a in args) % 2 == 1
         kept = _odd_operands(args)  # p xor p is false
@@ -528,7 +531,7 @@ def is_leaf(node: Basic) -> bool:
     return not node.args or node.is_Atom
 
 
-def topo_order(roots: Iterable[Basic], done=()) -> list[Basic]:
+def topo_order(roots: Iterable[Basic], done: Container[Basic] = ()) -> list[Basic]:
     """All non-leaf nodes reachable from ``roots``, children before parents.
 
     Nodes in ``done`` (and everything below them) are skipped.

@@ -20,6 +20,8 @@ too) and ``-trunc(a / b)`` / ``-(a // b)`` in ``b``; ``xlogy``'s is
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -27,18 +29,20 @@ from sympy.codegen.cfunctions import log1p
 
 from .._errors import UnsupportedOperationError
 from . import graph as g
-from .record import ZERO, Call, Helper, NumpyFunction, Op, Partials
+from .record import ZERO, Call, Emitter, Helper, NumpyFunction, Op, PartialList, Partials, Value
 
 # ----- heads ---------------------------------------------------------------------------------------
 
 
-def _head(name: str, nargs: int, fold) -> type:
+def _head(name: str, nargs: int, fold: Callable[..., Any]) -> type[NumpyFunction]:
     """A SymPy head printing as ``name(...)`` whose numbers fold with ``fold``."""
-    return type(name, (NumpyFunction,), {"nargs": nargs, "numpy": staticmethod(fold), "__module__": __name__})
+    head = type(name, (NumpyFunction,), {"nargs": nargs, "numpy": staticmethod(fold), "__module__": __name__})
+    assert issubclass(head, NumpyFunction)  # (what type() made: tells the type checker)
+    return head
 
 
-def _quiet(fn):
-    def call(*args):
+def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
         with np.errstate(all="ignore"):
             return fn(*args)
 
@@ -48,7 +52,7 @@ def _quiet(fn):
 # ----- references on scalars (the ``fold`` of each record) --------------------------------------------
 
 
-def _lgamma(x):
+def _lgamma(x: float) -> float:
     if x == -math.inf:
         return -math.inf  # SciPy's gammaln; the C library gives +inf
     try:
@@ -57,26 +61,26 @@ def _lgamma(x):
         return math.inf
 
 
-def _expit(x):
+def _expit(x: Any) -> Any:
     return 1 / (1 + np.exp(-x))
 
 
-def _log_expit(x):
+def _log_expit(x: Any) -> Any:
     return x - np.log1p(np.exp(x)) if x < 0 else -np.log1p(np.exp(-x))
 
 
-def _logit(x):
+def _logit(x: Any) -> Any:
     if x < 0.3 or x > 0.65:
         return np.log(x / (1 - x))
     s = 2 * (x - type(x)(0.5))
     return np.log1p(s) - np.log1p(-s)
 
 
-def _xlogy(x, y):
+def _xlogy(x: Any, y: Any) -> Any:
     return type(x)(0.0) if x == 0 and not np.isnan(y) else x * np.log(y)
 
 
-def _xlog1py(x, y):
+def _xlog1py(x: Any, y: Any) -> Any:
     return type(x)(0.0) if x == 0 and not np.isnan(y) else x * np.log1p(y)
 
 
@@ -92,64 +96,64 @@ _PSI1 = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6)
 class _Float:
     """The emitter helper over Python floats (NumPy scalars): the series' reference."""
 
-    def __init__(self, dtype):
+    def __init__(self, dtype: type[np.floating]):
         self.t = dtype
 
-    def const(self, v):
+    def const(self, v: float) -> np.floating:
         return self.t(v)
 
-    def add(self, a, b):
+    def add(self, a: Any, b: Any) -> Any:
         return a + b
 
-    def sub(self, a, b):
+    def sub(self, a: Any, b: Any) -> Any:
         return a - b
 
-    def mul(self, a, b):
+    def mul(self, a: Any, b: Any) -> Any:
         return a * b
 
-    def div(self, a, b):
+    def div(self, a: Any, b: Any) -> Any:
         return a / b
 
-    def neg(self, a):
+    def neg(self, a: Any) -> Any:
         return -a
 
-    def call(self, name, *args):
+    def call(self, name: str, *args: Any) -> np.floating:
         return self.t({"log": np.log, "tan": np.tan, "sin": np.sin}[name](*args))
 
-    def intrinsic(self, name, *args):
+    def intrinsic(self, name: str, *args: Any) -> np.floating:
         return self.t({"floor": np.floor}[name](*args))
 
-    def cmp(self, symbol, a, b):
+    def cmp(self, symbol: str, a: Any, b: Any) -> Any:
         return {"<": a < b, "==": a == b, "!=": a != b}[symbol]
 
-    def select(self, c, a, b):
+    def select(self, c: Any, a: Any, b: Any) -> Any:
         return a if c else b
 
-    def and_(self, p, q):
+    def and_(self, p: Any, q: Any) -> Any:
         return p and q
 
 
-def _horner(e, z, coefficients):
+def _horner(e: Emitter | _Float, z: Value, coefficients: Sequence[float]) -> Value:
     acc = e.const(coefficients[-1])
     for c in reversed(coefficients[:-1]):
         acc = e.add(e.const(c), e.mul(z, acc))
     return acc
 
 
-def _shifted(e, x):
+def _shifted(e: Emitter | _Float, x: Value) -> tuple[Value, Value, Value]:
     """(t, y, negative): t = x, or 1 - x for x < 0 (the reflection), and y = t + 10."""
     negative = e.cmp("<", x, e.const(0.0))
     t = e.select(negative, e.sub(e.const(1.0), x), x)
     return t, e.add(t, e.const(float(_SHIFT))), negative
 
 
-def _pole(e, x, negative, value):
+def _pole(e: Emitter | _Float, x: Value, negative: Value, value: Value) -> Value:
     """NaN at negative integers and -inf (SciPy's digamma)."""
     at_pole = e.and_(negative, e.cmp("==", e.intrinsic("floor", x), x))
     return e.select(at_pole, e.const(math.nan), value)
 
 
-def _digamma(e, x):
+def _digamma(e: Emitter | _Float, x: Value) -> Value:
     t, y, negative = _shifted(e, x)
     total = e.div(e.const(1.0), t)
     for k in range(1, _SHIFT):
@@ -161,7 +165,7 @@ def _digamma(e, x):
     return _pole(e, x, negative, e.select(negative, reflected, value))
 
 
-def _trigamma(e, x):
+def _trigamma(e: Emitter | _Float, x: Value) -> Value:
     t, y, negative = _shifted(e, x)
     total = e.const(0.0)
     for k in range(_SHIFT):
@@ -177,8 +181,8 @@ def _trigamma(e, x):
     return e.select(at_pole, e.const(math.inf), e.select(negative, reflected, value))
 
 
-def _series_fold(emit):
-    def fold(x):  # the emitter itself, run on NumPy scalars
+def _series_fold(emit: Callable[[_Float, Value], Value]) -> Callable[[Any], Any]:
+    def fold(x: Any) -> Any:  # the emitter itself, run on NumPy scalars
         dtype = type(x) if isinstance(x, np.floating) else np.float64
         with np.errstate(all="ignore"):
             return emit(_Float(dtype), dtype(x))
@@ -189,22 +193,22 @@ def _series_fold(emit):
 # ----- emitters ----------------------------------------------------------------------------------------
 
 
-def _sinc(e, x):  # NumPy: y = pi * where(x == 0, 1e-20, x); sin(y) / y
+def _sinc(e: Emitter, x: Value) -> Value:  # NumPy: y = pi * where(x == 0, 1e-20, x); sin(y) / y
     y = e.mul(e.const(math.pi), e.select(e.cmp("==", x, e.const(0.0)), e.const(1e-20), x))
     return e.div(e.call("sin", y), y)
 
 
-def _expit_emit(e, x):  # SciPy: 1 / (1 + exp(-x))
+def _expit_emit(e: Emitter, x: Value) -> Value:  # SciPy: 1 / (1 + exp(-x))
     return e.div(e.const(1.0), e.add(e.const(1.0), e.call("exp", e.neg(x))))
 
 
-def _log_expit_emit(e, x):  # SciPy: x - log1p(exp(x)) below 0, else -log1p(exp(-x))
+def _log_expit_emit(e: Emitter, x: Value) -> Value:  # SciPy: x - log1p(exp(x)) below 0, else -log1p(exp(-x))
     below = e.sub(x, e.call("log1p", e.call("exp", x)))
     above = e.neg(e.call("log1p", e.call("exp", e.neg(x))))
     return e.select(e.cmp("<", x, e.const(0.0)), below, above)
 
 
-def _logit_emit(e, x):  # SciPy: log(x / (1 - x)) away from 1/2, log1p(s) - log1p(-s) near it
+def _logit_emit(e: Emitter, x: Value) -> Value:  # SciPy: log(x / (1 - x)) away from 1/2, log1p(s) - log1p(-s) near it
     plain = e.call("log", e.div(x, e.sub(e.const(1.0), x)))
     s = e.mul(e.const(2.0), e.sub(x, e.const(0.5)))
     near = e.sub(e.call("log1p", s), e.call("log1p", e.neg(s)))
@@ -212,15 +216,15 @@ def _logit_emit(e, x):  # SciPy: log(x / (1 - x)) away from 1/2, log1p(s) - log1
     return e.select(away, plain, near)
 
 
-def _xlog(function: str):
-    def emit(e, x, y):  # SciPy: 0 where x == 0 (unless y is NaN), else x * log(y)
+def _xlog(function: str) -> Callable[[Emitter, Value, Value], Value]:
+    def emit(e: Emitter, x: Value, y: Value) -> Value:  # SciPy: 0 where x == 0 (unless y is NaN), else x * log(y)
         zero = e.and_(e.cmp("==", x, e.const(0.0)), e.not_(e.isnan(y)))
         return e.select(zero, e.const(0.0), e.mul(x, e.call(function, y)))
 
     return emit
 
 
-def _npy_divmod(e, a, b):
+def _npy_divmod(e: Emitter, a: Value, b: Value) -> tuple[Value, Value]:
     """NumPy's npy_divmod (with npy_remainder's and npy_floor_divide's b == 0 cases):
     (floor_divide, remainder)."""
     zero = e.const(0.0)
@@ -238,7 +242,7 @@ def _npy_divmod(e, a, b):
     return e.select(b_zero, quotient, floor_div), e.select(b_zero, mod, rem)
 
 
-def _lgamma_emit(e, x):
+def _lgamma_emit(e: Emitter, x: Value) -> Value:
     return e.select(e.cmp("==", x, e.const(-math.inf)), x, e.call("lgamma", x))
 
 
@@ -262,7 +266,7 @@ xlogy = _head("xlogy", 2, _quiet(_xlogy))
 softplus = _head("softplus", 1, _quiet(lambda a: np.log1p(np.exp(a))))
 
 
-def log1p_node(a):
+def log1p_node(a: sp.Basic) -> sp.Basic:
     """``log1p(a)``, or ``softplus(y)`` when ``a`` is ``exp(y)``: NumPy's value either way,
     but the derivative of softplus is expit(y), finite where exp(y) overflows."""
     if a.func is sp.exp:
@@ -277,12 +281,12 @@ _SINC_TAYLOR = [sp.Float((-1) ** n * 2 * n * math.pi ** (2 * n) / math.factorial
 _SINC_SMALL = sp.Float(0.05)
 
 
-def sinc_node(x):
+def sinc_node(x: sp.Basic) -> sp.Basic:
     """NumPy's sinc of a scalar node."""
     return g.call(sinc, x)
 
 
-def _sinc_partial(node):
+def _sinc_partial(node: sp.Basic) -> PartialList:
     # (cos(pi x) - sinc(x)) / x cancels catastrophically near 0: a Taylor polynomial there
     x = node.args[0]
     taylor = g.add(*(g.mul(c, g.pow_(x, sp.Integer(2 * n + 1))) for n, c in enumerate(_SINC_TAYLOR)))
@@ -291,19 +295,19 @@ def _sinc_partial(node):
                           (direct, g.TRUE)]))]
 
 
-def _no_third_derivative(node):
+def _no_third_derivative(node: sp.Basic) -> PartialList:
     raise UnsupportedOperationError(
         "symjac differentiates gammaln twice (digamma, then trigamma); a third derivative of "
         "gammaln (a Hessian of its gradient, ...) is not available."
     )
 
 
-def _fmod_partials(node):
+def _fmod_partials(node: sp.Basic) -> PartialList:
     a, b = node.args
     return [(a, g.ONE), (b, g.neg(g.call(trunc, g.div(a, b))))]
 
 
-def _copysign_partials(node):
+def _copysign_partials(node: sp.Basic) -> PartialList:
     a, b = node.args
     return [(a, g.mul(g.call(copysign, g.ONE, a), g.call(copysign, g.ONE, b))), (b, g.ZERO)]
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -53,10 +54,12 @@ from .record import (  # noqa: F401 (the format, re-exported: ops.Op, ops.Partia
     Infix,
     NumpyFunction,
     Op,
+    PartialList,
     Partials,
     Prec,
     Prefix,
     Select,
+    Value,
 )
 
 
@@ -70,11 +73,11 @@ _TWO = sp.Integer(2)
 _LOG2E = 1.442695040888963407359924681001892137  # NumPy's NPY_LOG2E
 
 
-def _sum_partials(node):
+def _sum_partials(node: sp.Basic) -> PartialList:
     return [(a, g.ONE) for a in node.args]
 
 
-def _mul_partials(node):
+def _mul_partials(node: sp.Basic) -> PartialList:
     args = node.args
     coeff = args[0] if args[0].is_Number else g.ONE
     factors = list(args[1:] if args[0].is_Number else args)
@@ -91,7 +94,7 @@ def _mul_partials(node):
     return [(f, g.mul(coeff, prefix[i], suffix[i])) for i, f in enumerate(factors)]
 
 
-def _pow_partials(node):
+def _pow_partials(node: sp.Basic) -> PartialList:
     base, exp = node.args
     out = []
     if not base.is_Number:
@@ -106,7 +109,7 @@ def _pow_partials(node):
     return out
 
 
-def _select_max(node):
+def _select_max(node: sp.Basic) -> list[tuple[sp.Basic, PartialList]]:
     a, b = node.args
     return [
         (g.compare(sp.StrictGreaterThan, a, b), [(a, g.ONE)]),
@@ -115,7 +118,7 @@ def _select_max(node):
     ]
 
 
-def _select_min(node):
+def _select_min(node: sp.Basic) -> list[tuple[sp.Basic, PartialList]]:
     a, b = node.args
     return [
         (g.compare(sp.StrictLessThan, a, b), [(a, g.ONE)]),
@@ -124,11 +127,11 @@ def _select_min(node):
     ]
 
 
-def _select_piecewise(node):
+def _select_piecewise(node: sp.Basic) -> list[tuple[sp.Basic, PartialList]]:
     return [(pair.args[1], [(pair.args[0], g.ONE)]) for pair in node.args]
 
 
-def _npy_pow(a, b):
+def _npy_pow(a: Any, b: Any) -> Any:
     """NumPy's power of two arrays (npy_pow); a scalar exponent 0.5 takes NumPy's
     sqrt shortcut instead, which the lowering matches with a sqrt operation."""
     return np.power(np.atleast_1d(a), np.atleast_1d(b))[0]
@@ -138,27 +141,27 @@ def _libm(function: str) -> Callable:
     return lambda e, *args: e.call(function, *args)
 
 
-def _compare(symbol: str, fold: Callable) -> dict:
+def _compare(symbol: str, fold: Callable[[Any, Any], Any]) -> dict[str, Any]:
     # operands bind tighter than any comparison: (a < b) < c never prints as a chained a < b < c
     return dict(emit=lambda e, a, b: e.as_float(e.cmp(symbol, a, b)), render=Infix(symbol, Prec.CMP, Prec.ADD, Prec.ADD),
                 fold=lambda a, b: type(a)(fold(a, b)), derivative=ZERO, kind="comparison")
 
 
-def _sign(e, a):  # NumPy: 1, -1, 0 for either zero, NaN for NaN
+def _sign(e: Emitter, a: Value) -> Value:  # NumPy: 1, -1, 0 for either zero, NaN for NaN
     zero = e.const(0.0)
     return e.select(e.cmp(">", a, zero), e.const(1.0), e.select(
         e.cmp("<", a, zero), e.const(-1.0), e.select(e.cmp("==", a, zero), zero, a)))
 
 
-def _maximum(e, a, b):  # NumPy: NaN propagates; of two equal values (0.0, -0.0) the second
+def _maximum(e: Emitter, a: Value, b: Value) -> Value:  # NumPy: NaN propagates; of two equal values (0.0, -0.0) the second
     return e.select(e.or_(e.cmp(">", a, b), e.isnan(a)), a, b)
 
 
-def _minimum(e, a, b):
+def _minimum(e: Emitter, a: Value, b: Value) -> Value:
     return e.select(e.or_(e.cmp("<", a, b), e.isnan(a)), a, b)
 
 
-def _logaddexp_like(e, a, b, exp: str, at_tie: float, scale: float | None):
+def _logaddexp_like(e: Emitter, a: Value, b: Value, exp: str, at_tie: float, scale: float | None) -> Value:
     """NumPy's npy_logaddexp(2): a tie gives a + at_tie, NaN the difference,
     else max + log1p(exp(-|a - b|)) (times ``scale`` for base 2)."""
     diff = e.sub(a, b)
@@ -182,7 +185,7 @@ _LN2_LO = 1.4286068203094173e-06  # ln 2 - _LN2_HI rounded once (math.log(2) - _
 _EXPM1_TAYLOR = [1 / math.factorial(n) for n in range(13, 1, -1)]  # 1/13!, ..., 1/2
 
 
-def _reduce(e, y):
+def _reduce(e: Emitter, y: Value) -> tuple[Value, Value]:
     """(k, expm1(r)) with y = k ln2 + r, |r| <= ln2 / 2 (y finite, |y| < 1200)."""
     k = e.intrinsic("floor", e.add(e.mul(y, e.const(1 / math.log(2))), e.const(0.5)))
     r = e.sub(e.sub(y, e.mul(k, e.const(_LN2_HI))), e.mul(k, e.const(_LN2_LO)))
@@ -192,14 +195,14 @@ def _reduce(e, y):
     return k, e.add(r, e.mul(e.mul(r, r), q))
 
 
-def _expm1_reduced(e, y):
+def _expm1_reduced(e: Emitter, y: Value) -> Value:
     """expm1(y) for -2 < y < 44 (what tanh needs)."""
     k, p = _reduce(e, y)
     s = e.exp2i(k)
     return e.add(e.mul(s, p), e.sub(s, e.const(1.0)))  # 2**k (1 + p) - 1: s*p and s - 1 are exact
 
 
-def _exp(e, x):
+def _exp(e: Emitter, x: Value) -> Value:
     """e ** x = (1 + expm1(r)) 2**k, the scaling in two exact halves (the second
     rounds once into the subnormals, or overflows to inf, as the true value
     would); |x| is clamped to 1100, beyond which the result is 0 or inf anyway."""
@@ -212,7 +215,7 @@ def _exp(e, x):
     return e.select(nan, x, value)
 
 
-def _tanh(e, x):
+def _tanh(e: Emitter, x: Value) -> Value:
     ax = e.intrinsic("fabs", x)
     one, two = e.const(1.0), e.const(2.0)
     a = e.select(e.cmp("<", ax, e.const(22.0)), ax, e.const(0.0))  # NaN, inf and |x| >= 22 compute on 0
@@ -235,14 +238,14 @@ class logaddexp2(NumpyFunction):  # noqa: N801
     numpy = staticmethod(np.logaddexp2)
 
 
-def _numeric_log1p(a):
+def _numeric_log1p(a: sp.Basic) -> sp.Basic:
     # log1p(exp(y)) traces to the softplus record (numeric_ops): same value, stable derivatives
     from .numeric_ops import log1p_node
 
     return log1p_node(a)
 
 
-def _bool_fold(fn):
+def _bool_fold(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *a: type(a[-1])(bool(fn(*(x != 0 for x in a))))
 
 
@@ -365,7 +368,7 @@ if len(BY_NAME) != len(RECORDS) or len(BY_HEAD) != sum(op.head is not None for o
     raise AssertionError("two records share an opcode name or a SymPy head")
 
 
-def is_function_head(head) -> bool:
+def is_function_head(head: type) -> bool:
     """True for heads that are SymPy functions applied to operands (``sin``,
     ``Max``, ``logaddexp``), as opposed to the algebra, relations and logic."""
     op = BY_HEAD.get(head)

@@ -36,10 +36,12 @@ import contextvars
 import hashlib
 import itertools
 import string
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import sympy as sp
 
 from . import graph as g
@@ -52,7 +54,15 @@ class Node:
 
     __slots__ = ("op", "args", "param", "shape", "dtype", "__weakref__")
 
-    def __init__(self, op: str, args: tuple, param, shape: tuple, dtype):
+    op: str
+    args: tuple[Node, ...]
+    #: the static parameter, by ``op``: a Leaf, ConstArray, fill key, Body, Ein, shape, Window,
+    #: (Window, shape), axis, Take, (Take, shape), (kind, axes) or linalg kind
+    param: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __init__(self, op: str, args: tuple[Node, ...], param: Any, shape: Iterable[int], dtype: npt.DTypeLike):
         self.op = op
         self.args = args
         self.param = param
@@ -89,7 +99,7 @@ def building() -> Iterator[dict]:
         _SCOPE.reset(token)
 
 
-def node(op: str, args: tuple, param, shape: tuple, dtype) -> Node:
+def node(op: str, args: tuple[Node, ...], param: Any, shape: Iterable[int], dtype: npt.DTypeLike) -> Node:
     """The (interned) node ``op(args; param)``."""
     table = _SCOPE.get()
     key = (op, args, param, tuple(shape), np.dtype(dtype))
@@ -142,30 +152,30 @@ class ConstArray:
         digest = hashlib.blake2b(np.ascontiguousarray(value).tobytes(), digest_size=16).hexdigest()
         self._key = (value.shape, value.dtype.str, digest)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, ConstArray) and self._key == other._key
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._key)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ConstArray({self.value.dtype}{list(self.value.shape)})"
 
 
-def input_(index: int, name: str, shape: tuple, dtype, kind: str = "input") -> Node:
+def input_(index: int, name: str, shape: tuple[int, ...], dtype: npt.DTypeLike, kind: str = "input") -> Node:
     return node("input", (), Leaf(index, name, kind), shape, dtype)
 
 
 _placeholders = itertools.count()
 
 
-def placeholder(like: Node, kind: str, dtype=None) -> Node:
+def placeholder(like: Node, kind: str, dtype: npt.DTypeLike | None = None) -> Node:
     """A fresh input shaped like ``like`` that a derivative program is built on (``kind``:
     "var", "tangent", "cotangent"), numbered once per process so that two never meet."""
     return input_(next(_placeholders), kind, like.shape, like.dtype if dtype is None else dtype, kind)
 
 
-def const(value, name: str | None = None) -> Node:
+def const(value: npt.ArrayLike, name: str | None = None) -> Node:
     """A constant array (a 0-d or uniform array becomes a ``fill``); ``name``: what it
     was called where the traced function read it (for showing it)."""
     value = np.asarray(value)
@@ -178,18 +188,18 @@ def const(value, name: str | None = None) -> Node:
     return node("const", (), ConstArray(value, name), value.shape, value.dtype)
 
 
-def fill(value, shape: tuple, dtype) -> Node:
+def fill(value: Any, shape: tuple[int, ...], dtype: npt.DTypeLike) -> Node:
     """An array of ``shape`` whose entries are all ``value``."""
     value = np.asarray(value, dtype=dtype).item()
     key = (value, bool(np.signbit(value))) if isinstance(value, float) else (value, False)
     return node("fill", (), key, shape, dtype)
 
 
-def zeros(shape: tuple, dtype) -> Node:
+def zeros(shape: tuple[int, ...], dtype: npt.DTypeLike) -> Node:
     return fill(0, shape, dtype)
 
 
-def fill_value(n: Node):
+def fill_value(n: Node) -> Any:
     """The value of a ``fill`` node (None for other nodes)."""
     return n.param[0] if n.op == "fill" else None
 
@@ -217,7 +227,7 @@ def broadcast_shape(*shapes: tuple) -> tuple:
     return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
 
 
-def map_(expr: sp.Basic, operands: Sequence[Node], dtype, shape: tuple | None = None) -> Node:
+def map_(expr: sp.Basic, operands: Sequence[Node], dtype: npt.DTypeLike, shape: tuple[int, ...] | None = None) -> Node:
     """``expr`` (over ``PH[k]`` for ``operands[k]``) applied elementwise with
     broadcasting; ``shape`` is the broadcast shape of every operand the
     traced operation had (operands the expression does not use are dropped)."""
@@ -248,9 +258,9 @@ def map_(expr: sp.Basic, operands: Sequence[Node], dtype, shape: tuple | None = 
         if only.dtype == dtype:
             return broadcast_to(only, shape)
     # the same operand twice is one placeholder (x * x: 2x as its derivative, one load)
-    seen: dict = {}
+    seen: dict[Node, int] = {}
     mapping = {}
-    unique = []
+    unique: list[Node] = []
     for k, o in enumerate(operands):
         if o in seen:
             mapping[PH[k]] = PH[seen[o]]
@@ -264,14 +274,15 @@ def map_(expr: sp.Basic, operands: Sequence[Node], dtype, shape: tuple | None = 
     return node("map", tuple(unique), Body(expr, len(unique)), shape, dtype)
 
 
-def apply(expr_fn, operands: Sequence[Node], dtype, shape: tuple | None = None) -> Node:
+def apply(expr_fn: Callable[..., sp.Basic], operands: Sequence[Node], dtype: npt.DTypeLike,
+          shape: tuple[int, ...] | None = None) -> Node:
     """``expr_fn(PH[0], PH[1], ...)`` applied elementwise: a map built from node builders."""
     return map_(expr_fn(*PH[: len(operands)]), operands, dtype, shape)
 
 
 def add(*terms: Node | None) -> Node | None:
     """The sum of same-shaped arrays, ``None`` standing for zero (derivative accumulation)."""
-    kept = [t for t in terms if not is_zero(t)]
+    kept = [t for t in terms if t is not None and not is_zero(t)]  # (is_zero(None) holds too)
     if not kept:
         return None
     if len(kept) == 1:
@@ -284,7 +295,7 @@ def neg(x: Node | None) -> Node | None:
     return None if x is None else apply(lambda a: g.neg(a), [x], x.dtype)
 
 
-def cast(x: Node, dtype) -> Node:
+def cast(x: Node, dtype: npt.DTypeLike) -> Node:
     """``x`` as ``dtype`` (a float conversion keeps the values)."""
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
@@ -312,16 +323,17 @@ class Ein:
     sizes: tuple[tuple[str, int], ...]
     safe: bool = False
 
-    def size_of(self) -> dict:
+    def size_of(self) -> dict[str, int]:
         return dict(self.sizes)
 
     def __str__(self) -> str:
         return ",".join(self.subs) + "->" + self.out
 
 
-def _canonical(subs: Sequence[str], out: str, sizes: dict) -> tuple[tuple, str, tuple]:
+def _canonical(subs: Sequence[str], out: str, sizes: dict[str, int]
+               ) -> tuple[tuple[str, ...], str, tuple[tuple[str, int], ...]]:
     """Letters renamed in order of first appearance (equal products intern to one node)."""
-    rename: dict = {}
+    rename: dict[str, str] = {}
     for c in "".join(subs) + out:
         if c not in rename:
             rename[c] = LETTERS[len(rename)]
@@ -342,7 +354,7 @@ class _Letters:
     """Union-find over index letters, with fresh letters on demand."""
 
     def __init__(self, used: Iterable[str]):
-        self.parent: dict = {}
+        self.parent: dict[str, str] = {}
         self.used = set(used)
 
     def fresh(self) -> str:
@@ -363,8 +375,8 @@ class _Letters:
             self.parent[b] = a
 
 
-def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool = False, dtype=None,
-           sizes: dict | None = None) -> Node | None:
+def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool = False,
+           dtype: npt.DTypeLike | None = None, sizes: dict[str, int] | None = None) -> Node | None:
     """The product ``einsum(subs -> out)`` of ``operands`` (at most two after
     inlining placements; ``None`` operands are zeros, and give ``None``).
 
@@ -389,7 +401,9 @@ def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool =
     # a finite fill operand is a number: it joins the product as a scale (1 * x is x), times
     # the size of each letter only it had that is summed
     scale = 1.0
-    kept_ops, kept_subs, dropped = [], [], set()
+    kept_ops: list[Node] = []
+    kept_subs: list[str] = []
+    dropped: set[str] = set()
     for o, s in zip(operands, subs, strict=True):
         if o.op == "fill" and np.isfinite(o.param[0]) and not safe:
             scale *= float(o.param[0])
@@ -414,7 +428,7 @@ def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool =
                 for q in range(p):
                     if inner.out[p] == inner.out[q]:
                         trial.union(t[q], t[p])
-            new_sub = None
+            new_sub: str | None = None
             if o.args:
                 (x_sub,) = inner.subs
                 new_sub = "".join(t[inner.out.index(c)] for c in x_sub)
@@ -424,7 +438,7 @@ def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool =
             if any(trial.find(c) not in covered for c in t):
                 continue
             letters = trial
-            if o.args:
+            if new_sub is not None:  # (set when o.args is)
                 operands[k], subs[k] = o.args[0], new_sub
             else:
                 del operands[k], subs[k]
@@ -447,7 +461,9 @@ def einsum(operands: Sequence[Node], subs: Sequence[str], out: str, safe: bool =
     if len(operands) > 2:
         # (only a scale can make a third operand: multiply it into the smaller one)
         small = min(range(len(operands) - 1), key=lambda j: operands[j].size)
-        operands[small] = einsum([operands[small], operands[-1]], [subs[small], ""], subs[small], dtype=dtype)
+        scaled = einsum([operands[small], operands[-1]], [subs[small], ""], subs[small], dtype=dtype)
+        assert scaled is not None  # (a nonzero operand times a nonzero scale)
+        operands[small] = scaled
         del operands[-1], subs[-1]
     safe = safe and len(operands) == 2
     new_subs, new_out, new_sizes = _canonical(subs, out, sizes)
@@ -464,13 +480,14 @@ def letters_for(*ndims: int) -> list[str]:
     return out
 
 
-def identity(shape: tuple, dtype) -> Node:
+def identity(shape: tuple[int, ...], dtype: npt.DTypeLike) -> Node:
     """``I[i..., j...] = 1 if i == j``: shape ``shape + shape`` (never a matrix in a product)."""
     chars = LETTERS[: len(shape)]
     return node("einsum", (), Ein((), chars + chars, tuple(zip(chars, shape, strict=True))), shape + shape, dtype)
 
 
-def transpose(x: Node, axes: Sequence[int]) -> Node:
+def transpose(x: Node, axes: Sequence[int]) -> Node | None:
+    """``x`` with its axes permuted (None for a zero-filled ``x``, as :func:`einsum`)."""
     axes = [a % x.ndim for a in axes] if x.ndim else []
     if axes == list(range(x.ndim)):
         return x
@@ -478,14 +495,15 @@ def transpose(x: Node, axes: Sequence[int]) -> Node:
     return einsum([x], [chars], "".join(chars[a] for a in axes))
 
 
-def matrix_transpose(x: Node) -> Node:
-    """Each matrix in the last two axes transposed (stacks as they are)."""
+def matrix_transpose(x: Node) -> Node | None:
+    """Each matrix in the last two axes transposed (stacks as they are; None for zeros)."""
     return transpose(x, list(range(x.ndim - 2)) + [x.ndim - 1, x.ndim - 2])
 
 
-def permuted(x: Node, axes: Sequence[int]) -> Node:
+def permuted(x: Node, axes: Sequence[int]) -> Node | None:
     """``transpose(x, axes)``, with a product computing its result in that order
-    directly instead (a product node of its own, which shares ``x``'s operands)."""
+    directly instead (a product node of its own, which shares ``x``'s operands).
+    None for a zero-filled ``x`` (as transpose), zeros for a product that is zero."""
     p = x.param
     if x.op != "einsum" or not x.args or list(axes) == list(range(x.ndim)):
         return transpose(x, axes)
@@ -494,8 +512,8 @@ def permuted(x: Node, axes: Sequence[int]) -> Node:
     return zeros(tuple(x.shape[a] for a in axes), x.dtype) if result is None else result
 
 
-def sum_axes(x: Node, axes: Iterable[int]) -> Node:
-    """``x`` summed over ``axes`` (dropped)."""
+def sum_axes(x: Node, axes: Iterable[int]) -> Node | None:
+    """``x`` summed over ``axes`` (dropped); None for a zero-filled ``x``, as :func:`einsum`."""
     axes = {a % x.ndim for a in axes}
     if not axes:
         return x
@@ -503,7 +521,7 @@ def sum_axes(x: Node, axes: Iterable[int]) -> Node:
     return einsum([x], [chars], "".join(c for k, c in enumerate(chars) if k not in axes))
 
 
-def broadcast_to(x: Node, shape: tuple) -> Node:
+def broadcast_to(x: Node, shape: tuple[int, ...]) -> Node:
     """``np.broadcast_to(x, shape)`` (a view when evaluated)."""
     shape = tuple(shape)
     if x.shape == shape:
@@ -519,7 +537,7 @@ def broadcast_to(x: Node, shape: tuple) -> Node:
     return _broadcast_einsum(x, x_sub, chars, shape)
 
 
-def _broadcast_einsum(x: Node, x_sub: str, out: str, shape: tuple) -> Node:
+def _broadcast_einsum(x: Node, x_sub: str, out: str, shape: tuple[int, ...]) -> Node:
     sizes = {c: n for c, n in zip(out, shape, strict=True)}
     new_subs, new_out, new_sizes = _canonical([x_sub], out, sizes)
     if x_sub == out:
@@ -527,7 +545,7 @@ def _broadcast_einsum(x: Node, x_sub: str, out: str, shape: tuple) -> Node:
     return node("einsum", (x,), Ein(new_subs, new_out, new_sizes), shape, x.dtype)
 
 
-def unbroadcast(x: Node, shape: tuple) -> Node:
+def unbroadcast(x: Node, shape: tuple[int, ...]) -> Node:
     """The transpose of broadcasting ``shape`` to ``x.shape``: summed over the
     broadcast axes, then shaped as ``shape``."""
     shape = tuple(shape)
@@ -535,13 +553,15 @@ def unbroadcast(x: Node, shape: tuple) -> Node:
         return x
     lead = x.ndim - len(shape)
     axes = list(range(lead)) + [lead + k for k, n in enumerate(shape) if n == 1 and x.shape[lead + k] != 1]
-    return reshape(sum_axes(x, axes), shape)
+    summed = sum_axes(x, axes)
+    assert summed is not None, "unbroadcast of a zero fill"  # (zero cotangents are None, not fills)
+    return reshape(summed, shape)
 
 
 # ----- structure -----------------------------------------------------------------------------
 
 
-def reshape(x: Node, shape: tuple) -> Node:
+def reshape(x: Node, shape: Iterable[int]) -> Node:
     shape = tuple(int(n) for n in shape)
     if x.shape == shape:
         return x
@@ -562,18 +582,18 @@ class Window:
 
     axes: tuple[tuple[int, int, int], ...]
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[slice, ...]:
         return tuple(slice(s, s + c * t if s + c * t >= 0 else None, t) if c else slice(0, 0) for s, t, c in self.axes)
 
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[int, ...]:
         return tuple(c for _, _, c in self.axes)
 
-    def is_full(self, shape: tuple) -> bool:
+    def is_full(self, shape: tuple[int, ...]) -> bool:
         return all(s == 0 and t == 1 and c == n for (s, t, c), n in zip(self.axes, shape, strict=True))
 
 
-def window_of(shape: tuple, slices: Sequence[slice]) -> Window:
+def window_of(shape: tuple[int, ...], slices: Sequence[slice]) -> Window:
     axes = []
     for n, sl in zip(shape, slices, strict=True):
         start, stop, step = sl.indices(n)
@@ -589,9 +609,9 @@ def slice_(x: Node, win: Window) -> Node:
     return node("slice", (x,), win, win.shape, x.dtype)
 
 
-def embed(x: Node | None, win: Window, shape: tuple) -> Node | None:
+def embed(x: Node | None, win: Window, shape: tuple[int, ...]) -> Node | None:
     """Zeros of ``shape`` with ``x`` in ``win`` (the transpose of :func:`slice_`)."""
-    if is_zero(x):
+    if x is None or is_zero(x):
         return None
     if win.is_full(shape):
         return x
@@ -631,9 +651,9 @@ def gather(x: Node, indices: Sequence[Node], axis: int) -> Node:
     return node("gather", (x, *indices), Take(axis, len(indices)), shape, x.dtype)
 
 
-def scatter(values: Node | None, indices: Sequence[Node], axis: int, shape: tuple) -> Node | None:
+def scatter(values: Node | None, indices: Sequence[Node], axis: int, shape: tuple[int, ...]) -> Node | None:
     """Zeros of ``shape`` with ``values`` added at the gathered positions (repeats add up)."""
-    if is_zero(values):
+    if values is None or is_zero(values):
         return None
     return node("scatter", (values, *indices), (Take(axis, len(indices)), tuple(shape)), shape, values.dtype)
 
@@ -676,7 +696,7 @@ OPS = ("input", "const", "fill", "map", "einsum", "reshape", "slice", "embed", "
 def topo_order(roots: Iterable[Node]) -> list[Node]:
     """Every node reachable from ``roots``, operands before their users."""
     order: list[Node] = []
-    seen: set = set()
+    seen: set[Node] = set()
     for root in roots:
         if root is None or root in seen:
             continue

@@ -11,7 +11,8 @@ batched program ever multiplies by it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +21,9 @@ from . import tensor as t
 # ----- rebuilding with new operands -----------------------------------------------------------
 
 
-def rebuild(n: t.Node, args: Sequence[t.Node]) -> t.Node:
-    """``n``'s operation, with its parameter, over new operands of the same shapes."""
+def rebuild(n: t.Node, args: Sequence[t.Node]) -> t.Node | None:
+    """``n``'s operation, with its parameter, over new operands of the same shapes
+    (None: zeros, from ``embed`` and ``scatter`` of a zero operand)."""
     op, p = n.op, n.param
     if op == "map":
         return t.map_(p.expr, args, n.dtype, n.shape)
@@ -48,14 +50,15 @@ def rebuild(n: t.Node, args: Sequence[t.Node]) -> t.Node:
     raise AssertionError(f"no rebuild rule for {op}")
 
 
-def _einsum_or_zeros(args, subs, out, safe, like: t.Node, sizes: dict) -> t.Node:
+def _einsum_or_zeros(args: Sequence[t.Node], subs: Sequence[str], out: str, safe: bool, like: t.Node,
+                     sizes: dict[str, int]) -> t.Node:
     result = t.einsum(args, subs, out, safe=safe, dtype=like.dtype, sizes=sizes)
     return t.zeros(like.shape, like.dtype) if result is None else result
 
 
-def substitute(roots: Sequence[t.Node], mapping: dict) -> list[t.Node]:
+def substitute(roots: Sequence[t.Node], mapping: dict[t.Node, t.Node]) -> list[t.Node]:
     """``roots`` with the nodes of ``mapping`` replaced (same shapes), the rest shared."""
-    done = dict(mapping)
+    done: dict[t.Node, Any] = dict(mapping)  # (rebuild gives None for zeros, kept as it was)
     for n in t.topo_order(roots):
         if n in done or not n.args:
             continue
@@ -68,11 +71,11 @@ def substitute(roots: Sequence[t.Node], mapping: dict) -> list[t.Node]:
 # ----- batching -------------------------------------------------------------------------------
 
 
-def batch(roots: Sequence[t.Node], mapping: dict, lead: tuple) -> list[t.Node]:
+def batch(roots: Sequence[t.Node], mapping: dict[t.Node, t.Node], lead: tuple[int, ...]) -> list[t.Node]:
     """``roots`` with the nodes of ``mapping`` replaced by batched nodes (shape
     ``lead + shape``); every root comes back with the ``lead`` axes."""
     lead = tuple(lead)
-    done = dict(mapping)
+    done: dict[t.Node, Any] = dict(mapping)  # (a rule gives None for zeros, kept as it was)
     for n in t.topo_order(roots):
         if n in done or not n.args:
             continue
@@ -83,16 +86,24 @@ def batch(roots: Sequence[t.Node], mapping: dict, lead: tuple) -> list[t.Node]:
     return [done[r] if r in done else _lift(r, lead) for r in roots]
 
 
-def _lift(n: t.Node, lead: tuple) -> t.Node:
+def _nonzero(n: t.Node | None) -> t.Node:
+    """``n``, a rearrangement of an operand that is not a zero fill.  (A zero fill would make it
+    None, :func:`tensor.transpose`; such an operand failed at its next use before there were types,
+    and fails here.)"""
+    assert n is not None, "a batch rule met a zero-filled operand"
+    return n
+
+
+def _lift(n: t.Node, lead: tuple[int, ...]) -> t.Node:
     """An unbatched node broadcast over the batch axes."""
     return t.broadcast_to(n, lead + n.shape)
 
 
-def _lifted(args, flags, lead) -> list[t.Node]:
+def _lifted(args: Sequence[t.Node], flags: Sequence[bool], lead: tuple[int, ...]) -> list[t.Node]:
     return [a if f else _lift(a, lead) for a, f in zip(args, flags, strict=True)]
 
 
-def _batch_map(n, args, flags, lead):
+def _batch_map(n: t.Node, args: Sequence[t.Node], flags: Sequence[bool], lead: tuple[int, ...]) -> t.Node:
     r = n.ndim
     ops = []
     for a, f in zip(args, flags, strict=True):
@@ -104,7 +115,7 @@ def _batch_map(n, args, flags, lead):
     return t.map_(n.param.expr, ops, n.dtype, lead + n.shape)
 
 
-def _batch_einsum(n, args, flags, lead):
+def _batch_einsum(n: t.Node, args: Sequence[t.Node], flags: Sequence[bool], lead: tuple[int, ...]) -> t.Node:
     p = n.param
     used = set("".join(p.subs) + p.out)
     fresh = "".join(c for c in t.LETTERS if c not in used)[: len(lead)]
@@ -113,16 +124,17 @@ def _batch_einsum(n, args, flags, lead):
     return _einsum_or_zeros(args, subs, fresh + p.out, p.safe, _shaped(n, lead), sizes)
 
 
-def _shaped(n: t.Node, lead: tuple) -> t.Node:
+def _shaped(n: t.Node, lead: tuple[int, ...]) -> t.Node:
     """A stand-in with ``n``'s dtype and the batched shape (for zeros)."""
     return t.Node(n.op, (), None, lead + n.shape, n.dtype)
 
 
-def _window(win: t.Window, lead: tuple) -> t.Window:
+def _window(win: t.Window, lead: tuple[int, ...]) -> t.Window:
     return t.Window(tuple((0, 1, k) for k in lead) + win.axes)
 
 
-def _batch_gather(n, args, flags, lead):
+def _batch_gather(n: t.Node, args: Sequence[t.Node], flags: Sequence[bool], lead: tuple[int, ...]
+                  ) -> t.Node | None:
     x, *idx = args
     take = n.param
     k = len(lead)
@@ -141,7 +153,7 @@ def _batch_gather(n, args, flags, lead):
                for j in range(k)]
     indices = aranges + [i if f else t.reshape(i, (1,) * (k + extra - i.ndim) + i.shape)
                          for i, f in zip(idx, flags[1:], strict=True)]
-    gathered = t.gather(xt, indices, 0)  # lead + ishape + (pre axes) + (post axes)
+    gathered = t.gather(_nonzero(xt), indices, 0)  # lead + ishape + (pre axes) + (post axes)
     pre = axis
     post = per - axis - m
     back = list(range(k)) + [k + extra + j for j in range(pre)] + [k + j for j in range(extra)] + \
@@ -149,7 +161,8 @@ def _batch_gather(n, args, flags, lead):
     return t.transpose(gathered, back)
 
 
-def _batch_scatter(n, args, flags, lead):
+def _batch_scatter(n: t.Node, args: Sequence[t.Node], flags: Sequence[bool], lead: tuple[int, ...]
+                   ) -> t.Node | None:
     v, *idx = args
     take, shape = n.param
     k = len(lead)
@@ -173,24 +186,26 @@ def _batch_scatter(n, args, flags, lead):
     out = t.scatter(vt, indices, 0, moved)
     back = list(range(k)) + [k + m + j for j in range(pre)] + [k + j for j in range(m)] + \
         [k + m + pre + j for j in range(post)]
-    return t.transpose(out, back)
+    return t.transpose(_nonzero(out), back)
 
 
-def _batch_linalg(n, args, flags, lead):
+def _batch_linalg(n: t.Node, args: Sequence[t.Node], flags: Sequence[bool], lead: tuple[int, ...]
+                  ) -> t.Node | None:
     """Stacks of matrices gain the batch axes; a solve whose right-hand sides alone are
     batched solves them as more columns of one system (one factorisation, not one per sample)."""
     if n.param == "solve" and flags[1] and not flags[0]:
         a, b = args  # a: S + (m, m), b: lead + S + (m, k)
         k, s = len(lead), a.ndim - 2
         order = list(range(k, k + s + 1)) + list(range(k)) + [b.ndim - 1]
-        moved = t.transpose(b, order)  # S + (m,) + lead + (k,)
+        moved = _nonzero(t.transpose(b, order))  # S + (m,) + lead + (k,)
         wide = t.reshape(moved, moved.shape[: s + 1] + (math.prod(moved.shape[s + 1:]),))
         x = t.reshape(t.linalg("solve", [a, wide]), moved.shape)
         return t.transpose(x, list(np.argsort(order)))
     return t.linalg(n.param, _lifted(args, flags, lead))
 
 
-_RULES = {
+#: the batch rule of each operation: (node, new operands, which are batched, batch axes) -> node (None: zeros)
+_RULES: dict[str, Callable[[t.Node, Sequence[t.Node], Sequence[bool], tuple[int, ...]], t.Node | None]] = {
     "map": _batch_map,
     "einsum": _batch_einsum,
     "reshape": lambda n, args, flags, lead: t.reshape(args[0], lead + n.param),
@@ -205,6 +220,7 @@ _RULES = {
 }
 
 
-def _update_args(n, args, flags, lead):
+def _update_args(n: t.Node, args: Sequence[t.Node], flags: Sequence[bool], lead: tuple[int, ...]
+                 ) -> tuple[t.Node, t.Window, t.Node]:
     x, v = _lifted(args, flags, lead)
     return x, _window(n.param, lead), v

@@ -30,6 +30,7 @@ every cache key; ``spec.kind`` is the record's name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,7 +100,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in RECORDS}
 VECTOR: dict[str, str] = {k.name: k.vector for k in RECORDS if k.vector}
 
 
-def names(where, conjunction: str = "and") -> str:
+def names(where: Callable[[Kind], bool], conjunction: str = "and") -> str:
     """``"jacobian and hessian"``: the names of the records ``where(record)`` selects, for messages."""
     chosen = [k.name for k in RECORDS if where(k)]
     return ", ".join(chosen[:-1]) + f" {conjunction} " + chosen[-1] if len(chosen) > 1 else "".join(chosen)
