@@ -7,6 +7,8 @@
 """
 
 import os as _os
+from types import ModuleType as _ModuleType
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 # Numba's OpenMP (libgomp) threads spin ~4 ms waiting for work after each
 # parallel region.  On a busy 2-core machine that spinning took the core the
@@ -91,7 +93,11 @@ from .trace.primitives import supported_operations as supported_operations
 __version__ = "0.2.0"
 
 
-def __getattr__(name: str):
+if _TYPE_CHECKING:  # (for type checkers: at run time __getattr__ imports it when asked for)
+    from . import scipy as scipy
+
+
+def __getattr__(name: str) -> _ModuleType:
     # symjac.scipy needs SciPy: import it only when it is asked for (sj.scipy.ode)
     if name == "scipy":
         import importlib

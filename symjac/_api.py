@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -32,8 +33,22 @@ from .trace import pytree
 from .trace.symarray import is_traced
 from .trace.tensor import TArray
 
+if TYPE_CHECKING:
+    from .runtime.kernel import KernelInfo
+    from .runtime.program import Compiled
+    from .runtime.store import KernelTable
+    from .runtime.tensor import TensorProgram
 
-def _traced(value) -> bool:
+#: what ``argnums`` and ``static_argnums`` take: a position, or a tuple (list) of positions
+Argnums = int | Sequence[int]
+#: what ``static_argnames`` takes: a parameter's name, or a tuple (list) of names
+Argnames = str | Iterable[str]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _traced(value: object) -> bool:
     """A traced value of either tier."""
     return isinstance(value, TArray) or is_traced(value)
 
@@ -43,11 +58,11 @@ _ndarray = np.ndarray  # (one global lookup on the hot path)
 _ANY_NUMBER = 2**30  # the arity bound of a function taking *args
 
 
-def _remade(cls, fn, kind: str, options: dict):
+def _remade(cls: type[Transform], fn: Callable[..., Any], kind: str, options: dict[str, Any]) -> Transform:
     return cls(fn, kind, **options)
 
 
-def _check_static_keyword(fn_name: str, name: str, value) -> None:
+def _check_static_keyword(fn_name: str, name: str, value: object) -> None:
     """A keyword option is part of the cache key, so it must have one (see ``runtime.keys``)."""
     try:
         keys.value_key(value)
@@ -83,8 +98,29 @@ class Transform:
     as NumPy reads it).
     """
 
-    def __init__(self, fn: Callable, kind: str, argnums=0, static_argnums=(), sparse: bool = False,
-                 format: str = "csr", has_aux: bool = False, with_value: bool = False, static_argnames=()):
+    fn: Callable[..., Any]  #: what is transformed: a plain function, or the transform this one applies to
+    kind: str  #: "jacobian", "grad", ... (``ir.transforms.KINDS``)
+    root: Callable[..., Any]  #: the user's function, under every transform
+    root_signature: Signature  #: its parameters
+    n_extra: int  #: trailing vectors a call takes (``v`` of jvp, ``u`` of vjp)
+    argnums: tuple[int, ...]  #: the differentiated positions (() for jit)
+    tuple_argnums: bool  #: argnums given as a tuple: results are tuples, one per position
+    static_argnums: frozenset[int]  #: static positions, from static_argnums and static_argnames
+    static_kwnames: frozenset[str]  #: keyword-only parameters named in static_argnames
+    spec: Spec
+    request: Request
+    __wrapped__: Callable[..., Any]
+    _made_with: tuple[Callable[..., Any], str, dict[str, Any]]
+    _table: KernelTable
+    _structured: dict[tuple[frozenset[int], tuple], Request]
+    _with_aux: bool
+    _arity: range
+    _n_positional: int
+    _max_positional: int
+
+    def __init__(self, fn: Callable[..., Any], kind: str, argnums: Argnums = 0, static_argnums: Argnums = (),
+                 sparse: bool = False, format: str = "csr", has_aux: bool = False, with_value: bool = False,
+                 static_argnames: Argnames = ()) -> None:
         # what pickling and copying keep (see __reduce__)
         self._made_with = (fn, kind, {"argnums": argnums, "static_argnums": static_argnums, "sparse": sparse,
                                       "format": format, "has_aux": has_aux, "with_value": with_value,
@@ -97,19 +133,19 @@ class Transform:
         static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         if isinstance(fn, Transform) and not fn.spec.transform.differentiates:
             # jit only compiles; a transform of it is the transform of its function
-            static_argnums = tuple(fn.static_argnums) + (
+            given: tuple[Any, ...] = (
                 tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else (static_argnums,)
             )
-            static_argnums = tuple(sorted(set(static_argnums)))
+            static_argnums = tuple(sorted(set(tuple(fn.static_argnums) + given)))
             static_argnames += tuple(fn.static_kwnames)
             fn = fn.fn
         self.fn = fn
         self.kind = kind
         inner = fn if isinstance(fn, Transform) else None
-        self._signature = None if inner else Signature(fn)
-        self.root_signature: Signature = inner.root_signature if inner else self._signature
+        # (a plain function's own signature; a transform of a transform asks the inner one)
+        self.root_signature = inner.root_signature if inner else Signature(fn)
         self.n_extra = record.n_extra
-        n_primal = inner.n_params if inner else self._signature.n_params
+        n_primal = inner.n_params if inner else self.root_signature.n_params
         static = normalize_argnums(static_argnums, n_primal, "static_argnums")[0] if static_argnums != () else ()
         positions, self.static_kwnames = argnames(self.root_signature, static_argnames)
         self.static_kwnames |= inner.static_kwnames if inner else frozenset()
@@ -152,7 +188,7 @@ class Transform:
                 pass
         self.__wrapped__ = fn
         self._table = self.request.table  # (the hot path reads it first)
-        self._structured: dict = {}  # containers' structures -> the request taking their leaves
+        self._structured = {}  # containers' structures -> the request taking their leaves
         self._with_aux = has_aux or with_value  # results to rebuild (an auxiliary output, the value)
         # calls with a number of positional arguments in this range need no
         # binding (defaults left out stay defaults)
@@ -164,7 +200,7 @@ class Transform:
         self._n_positional = n if n is not None else _ANY_NUMBER  # past it, keyword-only arguments
         self._max_positional = self._n_positional + self.n_extra
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Transform], tuple[Any, ...]]:
         """Pickled and copied as what it was made from (the function and the
         transform's options): programs, kernels and tables are the process's
         own and are found again, or built, on the first call after loading.
@@ -177,15 +213,15 @@ class Transform:
 
     @property
     def n_params(self) -> int | None:
-        n = self.fn.n_params if isinstance(self.fn, Transform) else self._signature.n_params
+        n = self.fn.n_params if isinstance(self.fn, Transform) else self.root_signature.n_params
         return None if n is None else n + self.n_extra
 
     @property
     def n_required(self) -> int:
-        inner = self.fn.n_required if isinstance(self.fn, Transform) else self._signature.n_required
+        inner = self.fn.n_required if isinstance(self.fn, Transform) else self.root_signature.n_required
         return inner + self.n_extra
 
-    def bind(self, args: tuple, kwargs: dict) -> tuple:
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The arguments as the function's positional parameters, then its
         keyword-only ones (``Signature.bind``: defaults left out stay
         defaults), followed by the vector of a vector product."""
@@ -201,23 +237,28 @@ class Transform:
                     f"{name}; got only {len(args)} argument(s)."
                 )
             primal, extra = args[:n], args[n:]
-        inner = self.fn.bind(primal, kwargs) if isinstance(self.fn, Transform) else self._signature.bind(primal, kwargs)
+        if isinstance(self.fn, Transform):
+            inner = self.fn.bind(primal, kwargs)
+        else:
+            inner = self.root_signature.bind(primal, kwargs)
         return inner + tuple(extra)
 
-    def bind_primal(self, args: tuple, kwargs: dict | None = None) -> tuple:
+    def bind_primal(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> tuple[Any, ...]:
         """``args`` and ``kwargs`` (the function's own arguments, without a vector) bound."""
         kwargs = kwargs or {}
-        return self.fn.bind(args, kwargs) if isinstance(self.fn, Transform) else self._signature.bind(args, kwargs)
+        if isinstance(self.fn, Transform):
+            return self.fn.bind(args, kwargs)
+        return self.root_signature.bind(args, kwargs)
 
     @property
     def fn_name(self) -> str:
         if isinstance(self.fn, Transform):
             return f"{self.fn.kind} of {self.fn.fn_name}"
-        return self._signature.name
+        return self.root_signature.name
 
     # ----- calling ------------------------------------------------------------------
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # the shortcut: one array (two arrays) with the shape and dtype of the
         # table's last such call is that call's key, so its program serves it
         # without the key and the lookup (after the guard check: a rebound
@@ -268,7 +309,8 @@ class Transform:
 
     # ----- containers of arrays (pytrees) ---------------------------------------------
 
-    def _flattened(self, args: tuple, keywords: bool = True) -> tuple[Request, tuple, tuple]:
+    def _flattened(self, args: tuple[Any, ...], keywords: bool = True
+                   ) -> tuple[Request, tuple[Any, ...], tuple]:
         """``(request, args, structure)``: container arguments (a dict of weights, a
         list of them, a named tuple) as tuples of their leaves, and the request that
         rebuilds them around its placeholders and treats this call's keyword options
@@ -293,7 +335,7 @@ class Transform:
                                                       structure, r.call)
         return request, flat, structure
 
-    def _call_statics(self, args: tuple) -> frozenset:
+    def _call_statics(self, args: tuple[Any, ...]) -> frozenset[int]:
         """This call's static positions besides ``static_argnums``: defaults it leaves
         out on its way to a later argument, and keyword-only arguments other than
         arrays (and containers of them) or named in ``static_argnames``."""
@@ -318,7 +360,7 @@ class Transform:
                     )
         return frozenset(statics) - self.static_argnums
 
-    def _rebuilt(self, result, structure: tuple, compiled):
+    def _rebuilt(self, result: Any, structure: tuple, compiled: Compiled | TensorProgram) -> Any:
         """``result`` with each differentiated container argument's per-leaf results
         put back into its container (``structure``: the outermost product's argument
         structure), the per-output results into the function's output container
@@ -332,13 +374,14 @@ class Transform:
                 main, head = result
             if spec.has_aux:
                 value, leaves = head if spec.with_value else (None, head)
+                assert compiled.aux_structure is not None  # (a has_aux program records aux's structure)
                 aux = pytree.unflatten(compiled.aux_structure, list(leaves))
                 head = (value, aux) if spec.with_value else aux
             main = self._rebuilt_main(main, structure, compiled)
             return (head, main) if spec.with_value else (main, head)
         return self._rebuilt_main(result, structure, compiled)
 
-    def _rebuilt_main(self, result, structure: tuple, compiled):
+    def _rebuilt_main(self, result: Any, structure: tuple, compiled: Compiled | TensorProgram) -> Any:
         spec, tree = self.spec, compiled.out_structure
         nesting = spec.transform.result  # (OUTPUT, INPUT, ...): how the result nests, outermost first
         if not nesting or (not structure and tree is None):
@@ -347,7 +390,7 @@ class Transform:
             return pytree.unflatten(tree, list(result)) if tree is not None else result
         shapes = [structure[a] if a < len(structure) else None for a in spec.argnums]
 
-        def per_argnum(value):
+        def per_argnum(value: Any) -> Any:
             parts = list(value) if spec.tuple_argnums else [value]
             parts = [p if s is None else pytree.unflatten(s, p) for p, s in zip(parts, shapes, strict=True)]
             return tuple(parts) if spec.tuple_argnums else parts[0]
@@ -359,7 +402,7 @@ class Transform:
         if nesting == (OUTPUT, INPUT):
             outs = [per_argnum(o) for o in outs]
         else:  # (OUTPUT, INPUT, INPUT), hessian: [argnum][argnum], each a container's per-leaf tuple where it is one
-            def hessian(o):
+            def hessian(o: Any) -> Any:
                 rows = list(o) if spec.tuple_argnums else [o]
                 fixed = [per_argnum(r) if s is None else pytree.unflatten(s, [per_argnum(x) for x in r])
                          for r, s in zip(rows, shapes, strict=True)]
@@ -369,7 +412,7 @@ class Transform:
             return pytree.unflatten(tree, outs)
         return outs[0] if single else tuple(outs)
 
-    def _apply_traced(self, args: list):
+    def _apply_traced(self, args: list[Any]) -> Any:
         """Inside another trace: the result as part of the caller's graph."""
         call = self.request.call
         if any(isinstance(a, TArray) or (isinstance(a, tuple) and any(isinstance(p, TArray) for p in a))
@@ -378,7 +421,7 @@ class Transform:
                                                                    tensor_products.finish, call=call))
         return trace_products.apply(self.request.products, self.root, args, products.finish, call=call)
 
-    def symbolic(self, *args, captured: str = "symbols", **kwargs):
+    def symbolic(self, *args: Any, captured: str = "symbols", **kwargs: Any) -> Any:
         """The result for arguments shaped like ``args``, as SymPy expressions.
 
         Symbols are named after the parameters (``x_0``, ``w_1_0``; a 0-d
@@ -409,7 +452,7 @@ class Transform:
         request, flat, structure = self._flattened(self.bind(args, kwargs))
         return display.symbolic(request, flat, captured, self._rebuild_shown(structure))
 
-    def sparsity(self, *args, **kwargs):
+    def sparsity(self, *args: Any, **kwargs: Any) -> Any:
         """The exact structural nonzero pattern of a Jacobian or Hessian for
         arguments shaped like ``args``, from the expression graph (nothing is
         evaluated): a boolean ``scipy.sparse`` matrix of the result flattened
@@ -432,7 +475,7 @@ class Transform:
         compiled = dispatch.compiled_for(*sparse._flattened(sparse.bind(args, kwargs))[:2], start=False)
         return templates.patterns(compiled.template)
 
-    def info(self, *args, **kwargs):
+    def info(self, *args: Any, **kwargs: Any) -> KernelInfo:
         """How calls with arguments shaped like ``args`` are served: a
         :class:`KernelInfo` with the tier (``"kernel"`` or ``"tape"``), the
         compile state and seconds, and the kernel's file.
@@ -443,7 +486,7 @@ class Transform:
         """
         return dispatch.compiled_for(*self._flattened(self.bind(args, kwargs))[:2]).info()
 
-    def compile(self, *args, **kwargs):
+    def compile(self, *args: Any, **kwargs: Any) -> KernelInfo:
         """Compile (or load from disk) the specialised kernel for these shapes
         now, waiting for it; returns its :class:`KernelInfo`.
 
@@ -456,7 +499,7 @@ class Transform:
         kernel.settle()  # a large kernel serves its quick code first: wait for the optimised code too
         return compiled.info()
 
-    def source(self, *args, llvm: bool = False, **kwargs) -> str:
+    def source(self, *args: Any, llvm: bool = False, **kwargs: Any) -> str:
         """The kernel generated for arguments shaped like ``args``, with its file path.
 
         The kernel is LLVM IR compiled by Numba; this shows the program it
@@ -479,8 +522,8 @@ class Transform:
         text = compiled.llvm_ir() if llvm else compiled.source
         return display.Source(text if compiled.path is None else f"# {compiled.path}\n{text}")
 
-    def show(self, *args, limit: int | None = display.DEFAULT_LIMIT, captured: str = "symbols",
-             **kwargs) -> display.Shown:
+    def show(self, *args: Any, limit: int | None = display.DEFAULT_LIMIT, captured: str = "symbols",
+             **kwargs: Any) -> display.Shown:
         """The result for arguments shaped like ``args`` with shared subexpressions
         named (``τ₁ = …``), readable at any size: ``sj.show(self, *args)``.
 
@@ -494,12 +537,12 @@ class Transform:
         request, flat, structure = self._flattened(self.bind(args, kwargs))
         return display.shown(request, flat, limit, captured, self._rebuild_shown(structure))
 
-    def _rebuild_shown(self, structure: tuple):
+    def _rebuild_shown(self, structure: tuple) -> display.Rebuild:
         """How ``.show()`` and ``.symbolic()`` put a result into the containers of the
         function's arguments and output, as a call returns it (``display.Rebuild``)."""
         spec = self.spec
 
-        def rebuild(result, built):
+        def rebuild(result: Any, built: Any) -> Any:
             if not structure and built.out_structure is None and not (spec.has_aux or spec.with_value):
                 return None
             return self._rebuilt(result, structure, built)
@@ -509,13 +552,13 @@ class Transform:
         return f"<symjac {self.kind} of {self.fn_name}>"
 
 
-def _options_checked(factory: Callable) -> Callable:
+def _options_checked(factory: Callable[_P, _R]) -> Callable[_P, _R]:
     """Refuse keyword options ``factory`` does not take with an ArgumentError
     that says which transform takes them (``sj.vjp(f, sparse=True)``)."""
     known = set(inspect.signature(factory).parameters)
 
     @functools.wraps(factory)
-    def checked(*args, **kwargs):
+    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         unknown = sorted(set(kwargs) - known)
         if unknown:
             hint = (" sparse=True (and format) apply to sj.jacobian and sj.hessian, whose results are "
@@ -533,8 +576,15 @@ def _options_checked(factory: Callable) -> Callable:
 # ----- factories --------------------------------------------------------------------------
 
 
+@overload
+def jit(fn: Callable[..., Any], *, static_argnums: Argnums = (),
+        static_argnames: Argnames = ()) -> Transform: ...
+@overload
+def jit(fn: None = None, *, static_argnums: Argnums = (),
+        static_argnames: Argnames = ()) -> Callable[[Callable[..., Any]], Transform]: ...
 @_options_checked
-def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=()) -> Transform:
+def jit(fn: Callable[..., Any] | None = None, *, static_argnums: Argnums = (),
+        static_argnames: Argnames = ()) -> Transform | Callable[[Callable[..., Any]], Transform]:
     """Compile ``fn`` for fast repeated evaluation (values only, no derivative).
 
     Usable as ``@sj.jit``, ``@sj.jit(static_argnums=1)`` or ``sj.jit(f)``.
@@ -565,7 +615,8 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=()) ->
 
 
 @_options_checked
-def jacobian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), sparse: bool = False,
+def jacobian(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+             static_argnames: Argnames = (), sparse: bool = False,
              format: str = "csr", has_aux: bool = False) -> Transform:
     """The Jacobian of ``fn`` with respect to argument(s) ``argnums``.
 
@@ -606,7 +657,8 @@ def jacobian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), 
 
 
 @_options_checked
-def jvp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_aux: bool = False) -> Transform:
+def jvp(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+        static_argnames: Argnames = (), has_aux: bool = False) -> Transform:
     """The Jacobian-vector product ``J · v``: call as ``jvp(f)(*args, v)``.
 
     ``v`` has the shape of the differentiated argument (``in_shape``) and the
@@ -623,7 +675,8 @@ def jvp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_a
 
 
 @_options_checked
-def vjp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_aux: bool = False) -> Transform:
+def vjp(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+        static_argnames: Argnames = (), has_aux: bool = False) -> Transform:
     """The vector-Jacobian product ``uᵀ · J``: call as ``vjp(f)(*args, u)``.
 
     ``u`` has the shape of ``f``'s output and the result the shape of the
@@ -642,7 +695,8 @@ def vjp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_a
 
 
 @_options_checked
-def grad(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_aux: bool = False) -> Transform:
+def grad(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+         static_argnames: Argnames = (), has_aux: bool = False) -> Transform:
     """The gradient of a scalar-valued ``fn``; the result is shaped like the argument.
 
     ``fn`` must return one scalar: a dict or tuple of outputs is refused with
@@ -665,8 +719,8 @@ def grad(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), has_
 
 
 @_options_checked
-def value_and_grad(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(),
-                   has_aux: bool = False) -> Transform:
+def value_and_grad(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+                   static_argnames: Argnames = (), has_aux: bool = False) -> Transform:
     """The value of a scalar-valued ``fn`` and its gradient, from one program:
     ``(value, gradient)``, or with ``has_aux=True`` ``((value, aux), gradient)``, as in JAX.
 
@@ -679,7 +733,8 @@ def value_and_grad(fn: Callable, argnums=0, *, static_argnums=(), static_argname
 
 
 @_options_checked
-def hessian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), sparse: bool = False,
+def hessian(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+            static_argnames: Argnames = (), sparse: bool = False,
             format: str = "csr", has_aux: bool = False) -> Transform:
     """Second derivatives, shape ``out_shape + in_shape + in_shape``.
 
@@ -700,7 +755,8 @@ def hessian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=(), s
 
 
 @_options_checked
-def hvp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()) -> Transform:
+def hvp(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+        static_argnames: Argnames = ()) -> Transform:
     """The Hessian-vector product ``H · v`` of a scalar ``fn``: call as ``hvp(f)(*args, v)``.
 
     ``v`` and the result are shaped like the argument.  No Hessian is formed.
@@ -713,7 +769,8 @@ def hvp(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()) -> Tr
 
 
 @_options_checked
-def divergence(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()) -> Transform:
+def divergence(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+               static_argnames: Argnames = ()) -> Transform:
     """``Σ_i ∂f[i]/∂x[i]`` of a field whose output has its input's shape (a scalar).
 
     >>> import numpy as np, symjac as sj
@@ -724,7 +781,8 @@ def divergence(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()
 
 
 @_options_checked
-def laplacian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=()) -> Transform:
+def laplacian(fn: Callable[..., Any], argnums: Argnums = 0, *, static_argnums: Argnums = (),
+              static_argnames: Argnames = ()) -> Transform:
     """``Σ_i ∂²f/∂x[i]²`` of a scalar ``fn`` (the trace of its Hessian).
 
     >>> import numpy as np, symjac as sj
@@ -735,7 +793,8 @@ def laplacian(fn: Callable, argnums=0, *, static_argnums=(), static_argnames=())
 
 
 @_options_checked
-def from_sympy(exprs, inputs, params=(), *, name: str | None = None) -> _from_sympy.SympyFunction:
+def from_sympy(exprs: Any, inputs: Any, params: Sequence[Any] = (), *,
+               name: str | None = None) -> _from_sympy.SympyFunction:
     """A function ``f(x, *params)`` computing SymPy expressions, for every symjac transform.
 
     Args:

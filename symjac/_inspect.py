@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any, TextIO
 
 import numpy as np
 
 from ._api import Transform, jit
 from ._signature import DEFAULT
 from ._vmap import Batched
+from .runtime.request import Request
 from .show import display
 from .show import explain as _explain
 
 
-def _as_transform(fn: Callable) -> Transform:
+def _as_transform(fn: Callable[..., Any]) -> Transform:
     return fn if isinstance(fn, Transform) else jit(fn)
 
 
-def show(transform, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) -> display.Shown:
+def show(transform: Callable[..., Any], *args: Any, limit: int | None = display.DEFAULT_LIMIT,
+         **kwargs: Any) -> display.Shown:
     """A transform's result for arguments shaped like ``args``, readable at any size.
 
     Shared subexpressions are named once (``τ₁ = …``) and the nonzero entries
@@ -64,7 +67,8 @@ def show(transform, *args, limit: int | None = display.DEFAULT_LIMIT, **kwargs) 
     return _as_transform(transform).show(*args, limit=limit, **kwargs)
 
 
-def _split_vector(t: Transform, args: tuple, kwargs: dict | None = None) -> tuple:
+def _split_vector(t: Transform, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+                  ) -> tuple[Request, tuple[Any, ...], Any]:
     """``(request, primal, vector)``: the function's own arguments (bound, keyword
     arguments among them), the request that serves a call with them (keyword-only
     options and defaults left out are static there, as in a call), and the
@@ -86,13 +90,13 @@ def _split_vector(t: Transform, args: tuple, kwargs: dict | None = None) -> tupl
     return request, flat[: len(flat) - t.n_extra], vector
 
 
-def _keywords(t: Transform, primal: tuple) -> tuple[tuple, frozenset]:
+def _keywords(t: Transform, primal: tuple[Any, ...]) -> tuple[tuple[str, ...], frozenset[int]]:
     """The function's keyword-only parameter names, and the positions of ``primal``
     left to their defaults."""
     return tuple(t.root_signature.kwonly_names), frozenset(i for i, a in enumerate(primal) if a is DEFAULT)
 
 
-def explanation(transform, *args, **kwargs) -> str:
+def explanation(transform: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
     """The text :func:`explain` prints."""
     if isinstance(transform, Batched):
         t = transform.inner
@@ -109,7 +113,7 @@ def explanation(transform, *args, **kwargs) -> str:
     return _explain.explanation(request, primal, vector, *_keywords(t, primal))
 
 
-def explain(transform, *args, file=None, **kwargs) -> None:
+def explain(transform: Callable[..., Any], *args: Any, file: TextIO | None = None, **kwargs: Any) -> None:
     """Print what ``transform`` computes for arguments shaped like ``args``.
 
     The explanation states the function's shapes, its Jacobian (or Hessian)

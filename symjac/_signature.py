@@ -6,6 +6,7 @@ import difflib
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -13,21 +14,22 @@ from ._errors import ArgumentError, ArityError
 from .trace import pytree
 
 
-def normalize_argnums(argnums, n_params: int | None, label: str) -> tuple[tuple[int, ...], bool]:
+def normalize_argnums(argnums: int | Sequence[int], n_params: int | None,
+                      label: str) -> tuple[tuple[int, ...], bool]:
     """``argnums`` as a tuple of non-negative positions, and whether it was
     given as a tuple (results are then tuples, one per position)."""
     is_tuple = isinstance(argnums, (tuple, list))
-    items = tuple(argnums) if is_tuple else (argnums,)
+    items: tuple[object, ...] = tuple(argnums) if isinstance(argnums, (tuple, list)) else (argnums,)
     if label == "argnums" and not items:
         raise ArgumentError(
             f"argnums={argnums!r} selects no argument to differentiate. Give at least one position "
             "(argnums=0 is the first argument), or use sj.jit for the values alone."
         )
     out = []
-    for a in items:
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
             raise ArgumentError(f"{label} must be an int or a tuple of ints; got {argnums!r}.")
-        a = int(a)
+        a = int(item)
         if n_params is not None:
             if not -n_params <= a < n_params:
                 raise ArgumentError(
@@ -52,7 +54,7 @@ class _Default:
     def __repr__(self) -> str:
         return "<default>"
 
-    def __reduce__(self):
+    def __reduce__(self) -> str:
         return "DEFAULT"  # (one instance, also after pickling)
 
 
@@ -69,7 +71,7 @@ class Signature:
     them back into the call the function expects.
     """
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable[..., Any]) -> None:
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -124,7 +126,7 @@ class Signature:
             parts.append("**kwargs")
         return f"({', '.join(parts)})"
 
-    def bind(self, args: tuple, kwargs: dict) -> tuple:
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         if not self.known:
             if kwargs:
                 raise ArityError(
@@ -186,7 +188,7 @@ class Signature:
         return (f"{self.name} takes no parameter {', '.join(map(repr, unknown))}; its parameters are "
                 f"{self.describe()}.{hint}")
 
-    def call(self, fn: Callable, args: Sequence) -> tuple[Callable, Sequence]:
+    def call(self, fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Callable[..., Any], Sequence[Any]]:
         """``(callable, positional args)`` that call ``fn`` (this signature's function,
         or its view while tracing) with the bound ``args``: keyword-only arguments by
         keyword, DEFAULT ones left out (later positional-or-keyword ones then go by
@@ -205,7 +207,7 @@ class Signature:
         return (functools.partial(fn, **keywords) if keywords else fn), positional
 
 
-def argnames(signature: Signature, names: tuple) -> tuple[frozenset[int], frozenset[str]]:
+def argnames(signature: Signature, names: tuple[object, ...]) -> tuple[frozenset[int], frozenset[str]]:
     """``static_argnames`` resolved as JAX does: the positions of positional
     parameters (static as ``static_argnums`` makes them), and the keyword-only
     names (static whatever their value)."""
@@ -226,7 +228,7 @@ def argnames(signature: Signature, names: tuple) -> tuple[frozenset[int], frozen
     return frozenset(positional), frozenset(keyword)
 
 
-def runtime_value(value) -> bool:
+def runtime_value(value: object) -> bool:
     """A keyword-only argument that is a runtime input: an array, a list (read as
     one), or a container holding arrays.  Other values (numbers, strings, None,
     tuples of numbers, functions) are options: static, part of the cache key."""

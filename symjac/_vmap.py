@@ -8,7 +8,8 @@ the batched function would be.  The loop runs inside the kernel (both cores,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,17 +20,28 @@ from .runtime import dask as _dask
 from .runtime import dispatch, store, templates
 from .runtime.batch import BatchProgram
 from .runtime.keys import call_key
+from .runtime.request import Request
 from .runtime.tensor import TensorBatch, TensorProgram
 from .trace import pytree
 from .trace.symarray import SymArray, from_object_array, is_traced
 
+if TYPE_CHECKING:
+    from .runtime.guards import Guards
+    from .runtime.kernel import KernelInfo
+    from .runtime.store import KernelTable
 
-def _is_axis(value) -> bool:
+#: what ``in_axes`` and ``out_axes`` take: an int, None (``in_axes``: not batched), or a container
+#: of them shaped like the argument or result (a tuple, a dict, a dataclass ...) down to where one
+#: entry covers what is below it
+Axes = Any
+
+
+def _is_axis(value: object) -> bool:
     """An axis entry that covers everything below it: an int, or None (not batched)."""
     return value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool))
 
 
-def _normalize_axes(in_axes, n: int) -> list:
+def _normalize_axes(in_axes: Axes, n: int) -> list[Any]:
     """One entry per given positional argument: an int, None, or (for a container
     argument) a container of them shaped like the argument, down to where one
     entry covers what is below it (JAX's tree prefix: ``({"W": None, "b": 0}, 0)``)."""
@@ -48,7 +60,7 @@ def _normalize_axes(in_axes, n: int) -> list:
     return axes
 
 
-def _leaf_axes(entry, value, label: str):
+def _leaf_axes(entry: Axes, value: Any, label: str) -> int | None | tuple[int | None, ...]:
     """The axis of each leaf of argument ``value`` from its in_axes ``entry``: an
     int or None for all of them, or a tuple with one per leaf (a container
     argument whose leaves are batched differently)."""
@@ -69,7 +81,7 @@ def _leaf_axes(entry, value, label: str):
     return per_leaf[0] if len(set(per_leaf)) == 1 else per_leaf
 
 
-def _parts(a, ax) -> list:
+def _parts(a: Any, ax: Any) -> list[tuple[Any, Any]]:
     """(part, axis) for each runtime part of a bound argument (a tuple's parts: a
     container's leaves), ``ax`` an axis for all of them or one per part."""
     if isinstance(a, tuple):
@@ -77,13 +89,16 @@ def _parts(a, ax) -> list:
     return [(a, ax)]
 
 
-def _leaf_axis(axes: list, i: int, k: int | None):
+def _leaf_axis(axes: list[Any], i: int, k: int | None) -> int | None:
     """The batch axis of runtime input (argument ``i``, part ``k``); None past the
     arguments (arrays the function reads: shared)."""
     if i >= len(axes):
         return None
     ax = axes[i]
-    return ax[k] if isinstance(ax, tuple) else ax
+    if isinstance(ax, tuple):
+        assert k is not None  # (axes per leaf belong to a container argument, whose parts are numbered)
+        return ax[k]
+    return ax
 
 
 class _Given:
@@ -91,33 +106,33 @@ class _Given:
 
     __slots__ = ("index",)
 
-    def __init__(self, index: int):
+    def __init__(self, index: int) -> None:
         self.index = index
 
 
 _PLAIN = {np.ndarray, float, int, np.float64, np.float32}
 
 
-def _bounded_put(table: dict, key, value) -> None:
+def _bounded_put(table: dict[Any, Any], key: Any, value: Any) -> None:
     """Insert, dropping the oldest entries beyond the max_kernels limit."""
     table[key] = value
     while len(table) > _config.LIMITS.max_kernels:
         del table[next(iter(table))]
 
 
-def _has_dask_array(args) -> bool:
+def _has_dask_array(args: Sequence[Any]) -> bool:
     """A dask array among the arguments (checked without importing dask)."""
     return any(type(p).__module__.startswith("dask.") for a in args for p in (a if isinstance(a, tuple) else (a,)))
 
 
-def _moved(a, ax):
+def _moved(a: Any, ax: Any) -> Any:
     """The argument with its batch axis first (in each batched part of a tuple)."""
     if isinstance(a, tuple):
         return tuple(p if x is None else np.moveaxis(np.asarray(p), x, 0) for p, x in _parts(a, ax))
     return np.moveaxis(np.asarray(a), ax, 0)
 
 
-def _batch_size(batch_args: list, axes: list) -> int:
+def _batch_size(batch_args: list[Any], axes: list[Any]) -> int:
     for a, ax in zip(batch_args, axes, strict=True):
         for p, x in _parts(a, ax) if ax is not None else ():
             if x is not None:
@@ -125,10 +140,10 @@ def _batch_size(batch_args: list, axes: list) -> int:
     raise AssertionError("no batched argument")
 
 
-def _sample(batch_args: list, axes: list, size: int) -> list:
+def _sample(batch_args: list[Any], axes: list[Any], size: int) -> list[Any]:
     """Arguments shaped like one sample (to build the per-sample program)."""
 
-    def one(a, ax):
+    def one(a: Any, ax: int | None) -> Any:
         if ax is None:
             return a
         return np.zeros(np.shape(a)[1:], np.asarray(a).dtype) if size == 0 else np.asarray(a)[0]
@@ -142,7 +157,24 @@ def _sample(batch_args: list, axes: list, size: int) -> list:
 class Batched:
     """A transform applied sample by sample over a batch (see :func:`vmap`)."""
 
-    def __init__(self, fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None):
+    inner: Transform  #: the per-sample transform (``jit`` of a plain function)
+    in_axes: Axes
+    out_axes: Axes
+    chunk_size: int | None
+    __wrapped__: Callable[..., Any]
+    _tree_out: bool
+    _tree_in: bool
+    _request: Request
+    _table: KernelTable
+    _guards: Guards | None
+    _plans: dict[tuple[int, tuple[str, ...]], list[Any]]
+    _generation: int
+    _programs: dict[tuple[int, tuple[bool, ...]], BatchProgram | TensorBatch]
+    _entries: dict[tuple[Any, ...], BatchProgram | TensorBatch]
+    _fast: tuple[tuple[int, ...], np.dtype, BatchProgram] | None
+
+    def __init__(self, fn: Callable[..., Any], in_axes: Axes = 0, out_axes: Axes = 0,
+                 chunk_size: int | None = None) -> None:
         self.inner = fn if isinstance(fn, Transform) else Transform(fn, "jit")
         self.in_axes, self.out_axes, self.chunk_size = in_axes, out_axes, chunk_size
         if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
@@ -162,29 +194,29 @@ class Batched:
         self._request = self.inner.request
         self._table = self._request.table  # the inner transform's programs
         self._guards = self._table.guards  # on the globals its function reads (fixed per function; None: none)
-        self._plans: dict = {}  # (number of args, keyword names) -> batch axis per bound argument
+        self._plans = {}  # (number of args, keyword names) -> batch axis per bound argument
         self._reset()
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Batched], tuple[Any, ...]]:
         """Pickled and copied as what it was made from (see ``Transform.__reduce__``)."""
         return (Batched, (self.inner, self.in_axes, self.out_axes, self.chunk_size))
 
     def _reset(self) -> None:
         """Forget the batch programs (the store dropped their per-sample programs)."""
         self._generation = store.generation
-        self._programs: dict = {}  # (id of the per-sample program, batched flags) -> BatchProgram
-        self._entries: dict = {}  # (request, argument shapes and dtypes, axes) -> BatchProgram
-        self._fast: tuple | None = None  # (shape, dtype, program) of the last one-array call
+        self._programs = {}  # (id of the per-sample program, batched flags) -> BatchProgram
+        self._entries = {}  # (request, argument shapes and dtypes, axes) -> BatchProgram
+        self._fast = None  # (shape, dtype, program) of the last one-array call
 
     def __repr__(self) -> str:
         return f"<symjac vmap of {self.inner!r}>"
 
     # ----- batch bookkeeping --------------------------------------------------------
 
-    def _bind(self, args: tuple, kwargs: dict) -> tuple[tuple, list]:
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], list[Any]]:
         """Bind like the inner transform, and give each bound argument its batch
         axis: ``in_axes`` covers the positional arguments given; keyword
         arguments and filled-in defaults are shared.  A container argument's
@@ -197,7 +229,8 @@ class Batched:
                 for m, a in zip(where, bound, strict=True)]
         return bound, axes
 
-    def _routed(self, args: tuple, kwargs: dict) -> tuple:
+    def _routed(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> tuple[tuple[Any, ...], list[Any], Request, tuple[Any, ...], tuple]:
         """``(bound args, axes, request, runtime args, structure)`` of a call: the
         inner transform's request for it (containers as tuples of their leaves,
         keyword options static: ``Transform._flattened``)."""
@@ -211,7 +244,7 @@ class Batched:
             return args, axes, self._request, args, ()
         return (args, axes, *self.inner._flattened(args))
 
-    def _split(self, args: tuple, axes: list, request=None):
+    def _split(self, args: tuple[Any, ...], axes: list[Any], request: Request | None = None) -> int:
         """The batch size, after checking the batched arguments agree on it
         (``args`` as the runtime takes them: a container as a tuple of its leaves)."""
         request = request or self._request
@@ -242,7 +275,7 @@ class Batched:
             raise ArgumentError("vmap: no argument is batched; set in_axes for at least one argument.")
         return size
 
-    def __call__(self, *given, **kwargs):
+    def __call__(self, *given: Any, **kwargs: Any) -> Any:
         if self._guards is not None:  # a watched global rebound: the store retires the programs
             store.check(self._table)
         fast = self._fast
@@ -288,8 +321,10 @@ class Batched:
             batch_args = batch_args + list(extra)
         leaves = [batch_args[i] if k is None else batch_args[i][k] for i, k in compiled.leaves]
         outs = program.run(leaves, size, self.chunk_size)
-        if len(args) == 1 and not kwargs and axes == [0] and program.one_array and not self.out_axes \
-                and self.chunk_size is None and isinstance(args[0], np.ndarray):
+        # (only a scalar-tier batch program has the one-array runner: a TensorBatch's one_array is False)
+        if len(args) == 1 and not kwargs and axes == [0] and isinstance(program, BatchProgram) \
+                and program.one_array and not self.out_axes and self.chunk_size is None \
+                and isinstance(args[0], np.ndarray):
             self._fast = (args[0].shape, args[0].dtype, program)
         results = compiled.shaped(outs, (size,))
         if self.out_axes and not self._tree_out:
@@ -303,7 +338,7 @@ class Batched:
                                              for r, ax in zip(leaves, self._out_leaf_axes(tree), strict=True)])
         return result
 
-    def _out_leaf_axes(self, tree: tuple) -> list:
+    def _out_leaf_axes(self, tree: tuple) -> list[Any]:
         """The batch axis of each leaf of a result of structure ``tree``, from a container ``out_axes``."""
         try:
             return pytree.broadcast(self.out_axes, tree, "out_axes", _is_axis)
@@ -313,7 +348,7 @@ class Batched:
                 "covers everything below it."
             ) from None
 
-    def _move_batch_axis(self, results: list) -> list:
+    def _move_batch_axis(self, results: list[np.ndarray]) -> list[np.ndarray]:
         # (a comprehension in __call__ would make ``self`` a closure cell there:
         # a cell allocated on every call of the hot path)
         return [np.moveaxis(r, 0, self._out_axis(r.ndim)) for r in results]
@@ -336,7 +371,8 @@ class Batched:
                 "Batch the dense transform (sparse=False), or loop over samples yourself."
             )
 
-    def _program(self, sample: list, axes: list, request=None) -> BatchProgram:
+    def _program(self, sample: list[Any], axes: list[Any], request: Request | None = None
+                 ) -> BatchProgram | TensorBatch:
         self._refuse_sparse()
         compiled = dispatch.compiled_for(request or self._request, sample, start=False)
         batched = [_leaf_axis(axes, i, k) is not None for i, k in compiled.leaves]  # (reads: not batched)
@@ -348,7 +384,7 @@ class Batched:
             program.start()
         return program
 
-    def _symbolic(self, args, axes, size):
+    def _symbolic(self, args: tuple[Any, ...], axes: list[Any], size: int) -> Any:
         """Inside another trace: apply the inner transform per sample and stack."""
         per_sample = [self.inner(*[_take(a, ax, b, _traced_index) for a, ax in zip(args, axes, strict=True)])
                       for b in range(size)]
@@ -364,17 +400,17 @@ class Batched:
 
     # ----- inspection -------------------------------------------------------------
 
-    def _sample_program(self, args):
+    def _sample_program(self, args: tuple[Any, ...]) -> BatchProgram | TensorBatch:
         bound, axes, request, args, _ = self._routed(args, {})
         self._split(args, axes, request)
         sample = [_take(a, ax, 0, np.take) for a, ax in zip(args, axes, strict=True)]
         return self._program(sample, axes, request)
 
-    def info(self, *args):
+    def info(self, *args: Any) -> KernelInfo:
         """How the batch loop for arguments shaped like ``args`` is served."""
         return self._sample_program(args).info()
 
-    def compile(self, *args):
+    def compile(self, *args: Any) -> KernelInfo:
         """Compile (or load) the batch kernel now and wait for it: its optimised
         code, and its parallel loop when there is more than one thread (the
         calls that follow are then what a timing loop should measure)."""
@@ -385,7 +421,7 @@ class Batched:
         program.load_all(size)
         return program.info()
 
-    def source(self, *args, llvm: bool = False) -> str:
+    def source(self, *args: Any, llvm: bool = False) -> str:
         """The batch kernel: its program rendered as Python (the loop over
         samples and the per-sample body), or with ``llvm=True`` the LLVM IR of
         the per-sample body."""
@@ -393,20 +429,20 @@ class Batched:
         text = program.llvm_ir() if llvm else program.source
         return f"# {program.path}\n{text}"
 
-    def symbolic(self, *args):
+    def symbolic(self, *args: Any) -> Any:
         """The per-sample result, symbolically (the same for every sample)."""
         bound, axes, request, flat, _ = self._routed(args, {})
         self._split(flat, axes, request)
         return self.inner.symbolic(*[_take(a, ax, 0, np.take) for a, ax in zip(bound, axes, strict=True)])
 
 
-def _traced_index(value, b: int, ax: int):
+def _traced_index(value: Any, b: int, ax: int) -> Any:
     """Sample ``b`` along axis ``ax`` of a traced (or concrete) value."""
     arr = from_object_array(value)
     return arr[(slice(None),) * (ax % arr.ndim) + (b,)]
 
 
-def _take(a, ax, b: int, index):
+def _take(a: Any, ax: Any, b: int, index: Callable[[Any, int, int], Any]) -> Any:
     """Sample ``b`` of argument ``a`` batched along ``ax`` (an axis for all of its
     leaves, or a tuple with one per leaf), by ``index(leaf, b, axis)``."""
     if ax is None:
@@ -419,7 +455,8 @@ def _take(a, ax, b: int, index):
                                         for v, x in zip(leaves, per_leaf, strict=True)])
 
 
-def vmap(fn: Callable, in_axes=0, out_axes=0, chunk_size: int | None = None) -> Batched:
+def vmap(fn: Callable[..., Any], in_axes: Axes = 0, out_axes: Axes = 0,
+         chunk_size: int | None = None) -> Batched:
     """Apply ``fn`` (a function or any symjac transform) to every sample of a batch.
 
     ``in_axes`` gives each argument's batch axis (``None``: shared by all

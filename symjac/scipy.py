@@ -18,9 +18,11 @@ needs SciPy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import scipy.integrate
 import scipy.optimize
 import scipy.sparse as sps
@@ -41,27 +43,27 @@ __all__ = ["ODE", "Objective", "Residual", "ode", "objective", "residual",
 SPARSE_DENSITY = 0.1
 
 
-def _method_error(kind: str, method, known) -> ArgumentError:
+def _method_error(kind: str, method: str, known: Collection[str]) -> ArgumentError:
     return ArgumentError(
         f"{kind}: unknown method {method!r}; expected one of {', '.join(sorted(known))}. "
         "Pass the callables yourself (fun, jac, ...) for methods not listed."
     )
 
 
-def _is_sparse_enough(matrix, choice: bool | None) -> bool:
+def _is_sparse_enough(matrix: sps.spmatrix, choice: bool | None) -> bool:
     if choice is not None:
         return choice
     rows, cols = matrix.shape
     return matrix.nnz <= SPARSE_DENSITY * rows * cols
 
 
-def _pattern(matrix):
+def _pattern(matrix: sps.spmatrix) -> sps.spmatrix:
     """The boolean pattern of a symjac sparse result (its structural nonzeros)."""
     cls = sps.csr_matrix if matrix.format == "csr" else sps.csc_matrix
     return cls((np.ones(matrix.nnz, dtype=bool), matrix.indices, matrix.indptr), shape=matrix.shape)
 
 
-def _shape_key(args: Sequence) -> tuple:
+def _shape_key(args: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
     return tuple(np.shape(a) for a in args)
 
 
@@ -75,16 +77,16 @@ class ODE:
     """``fun``, ``jac`` and ``jac_sparsity`` of a right-hand side ``f(t, y, *params)``
     for ``scipy.integrate.solve_ivp`` (see :func:`ode`)."""
 
-    def __init__(self, f: Callable, sparse: bool | None = None, compile_fun: bool = False):
+    def __init__(self, f: Callable[..., Any], sparse: bool | None = None, compile_fun: bool = False) -> None:
         self.f = f
         self.sparse = sparse
         #: ``fun(t, y, *params)``: ``f`` itself, or compiled with
         #: ``compile_fun=True``; shape ``(n,)``.
-        self.fun = jit(f) if compile_fun else f
+        self.fun: Callable[..., Any] = jit(f) if compile_fun else f
         self._jacobian = jacobian(f, argnums=1, sparse=True, format="csc")
-        self._dense: dict = {}  # argument shapes -> return the Jacobian dense
+        self._dense: dict[tuple[tuple[int, ...], ...], bool] = {}  # argument shapes -> the Jacobian dense
 
-    def jac(self, t, y, *params):
+    def jac(self, t: float, y: npt.ArrayLike, *params: Any) -> np.ndarray | sps.csc_matrix:
         """``∂f/∂y`` at ``(t, y)``: a ``scipy.sparse.csc_matrix`` of shape ``(n, n)``
         when the pattern is sparse (or ``sparse=True``), else an ndarray."""
         J = self._jacobian(t, y, *params)
@@ -94,20 +96,20 @@ class ODE:
             dense = self._dense[key] = not _is_sparse_enough(J, self.sparse)
         return J.toarray() if dense else J
 
-    def jac_sparsity(self, t, y, *params):
+    def jac_sparsity(self, t: float, y: npt.ArrayLike, *params: Any) -> sps.csc_matrix:
         """The structural pattern of ``∂f/∂y``: a boolean ``csc_matrix`` of shape
         ``(n, n)``, what ``solve_ivp(..., jac_sparsity=...)`` takes for finite
         differences."""
         return _pattern(self._jacobian(t, y, *params))
 
-    def bands(self, t, y, *params) -> tuple[int, int]:
+    def bands(self, t: float, y: npt.ArrayLike, *params: Any) -> tuple[int, int]:
         """``(lband, uband)``: ``J[i, j]`` is structurally zero unless ``i - lband <= j <= i + uband``."""
         J = self._jacobian(t, y, *params)
         cols = np.repeat(np.arange(J.shape[1]), np.diff(J.indptr))
         offset = cols - J.indices
         return (int(max(0, -offset.min(initial=0))), int(max(0, offset.max(initial=0))))
 
-    def banded_jac(self, t, y, *params, lband: int, uband: int) -> np.ndarray:
+    def banded_jac(self, t: float, y: npt.ArrayLike, *params: Any, lband: int, uband: int) -> np.ndarray:
         """``∂f/∂y`` packed as LSODA and ``scipy.linalg.solve_banded`` want it:
         shape ``(lband + uband + 1, n)`` with ``packed[uband + i - j, j] = J[i, j]``."""
         J = self._jacobian(t, y, *params)
@@ -123,7 +125,8 @@ class ODE:
         packed[rows, cols] = J.data
         return packed
 
-    def options(self, method: str, y0, args: Sequence = (), t0: float = 0.0) -> dict:
+    def options(self, method: str, y0: npt.ArrayLike, args: Sequence[Any] = (),
+                t0: float = 0.0) -> dict[str, Any]:
         """The keywords for ``solve_ivp(t_span=..., y0=y0, **options)``: ``fun``,
         ``method``, ``args``, and what the method uses of ``jac`` (BDF, Radau:
         sparse or dense; LSODA: dense, or packed banded with ``lband``/``uband``
@@ -151,14 +154,14 @@ class ODE:
         lband, uband = self.bands(t0, y0, *args)
         if self.sparse is not False and (lband + uband + 1) * 2 <= y0.size:
 
-            def jac(t, y, *params):
+            def jac(t: float, y: npt.ArrayLike, *params: Any) -> np.ndarray:
                 return self.banded_jac(t, y, *params, lband=lband, uband=uband)
 
             return {**opts, "jac": jac, "lband": lband, "uband": uband}
         return {**opts, "jac": lambda t, y, *params: self._jacobian(t, y, *params).toarray()}
 
 
-def ode(f: Callable, *, sparse: bool | None = None, compile_fun: bool = False) -> ODE:
+def ode(f: Callable[..., Any], *, sparse: bool | None = None, compile_fun: bool = False) -> ODE:
     """Adapt a right-hand side ``f(t, y, *params)`` to ``scipy.integrate.solve_ivp``.
 
     ``f`` is plain NumPy code returning ``dy/dt`` with ``y``'s shape ``(n,)``.
@@ -186,8 +189,9 @@ def ode(f: Callable, *, sparse: bool | None = None, compile_fun: bool = False) -
     return ODE(f, sparse, compile_fun)
 
 
-def solve_ivp(f: Callable, t_span, y0, method: str = "BDF", args: Sequence = (),
-              sparse: bool | None = None, compile_fun: bool = False, **options):
+def solve_ivp(f: Callable[..., Any], t_span: tuple[float, float], y0: npt.ArrayLike, method: str = "BDF",
+              args: Sequence[Any] = (), sparse: bool | None = None, compile_fun: bool = False,
+              **options: Any) -> scipy.optimize.OptimizeResult:
     """``scipy.integrate.solve_ivp`` with symjac's compiled ``fun`` and exact ``jac``.
 
     Takes ``f(t, y, *args)`` and SciPy's arguments (``method`` defaults to
@@ -220,7 +224,7 @@ class Objective:
     """``fun``, ``jac``, ``hess`` and ``hessp`` of a scalar ``f(x, *args)`` for
     ``scipy.optimize.minimize`` (see :func:`objective`)."""
 
-    def __init__(self, f: Callable, sparse: bool = False):
+    def __init__(self, f: Callable[..., Any], sparse: bool = False) -> None:
         self.f = f
         self.sparse = sparse
         #: ``fun(x, *args)``: the objective, compiled; a float.
@@ -231,27 +235,27 @@ class Objective:
         self._hvp = hvp(f)
         gradient = self.jac
 
-        def value_and_grad(x, *args):
+        def value_and_grad(x: npt.ArrayLike, *args: Any) -> tuple[Any, Any]:
             return f(x, *args), gradient(x, *args)
 
         value_and_grad.__name__ = f"value_and_grad_{getattr(f, '__name__', 'f')}"
         self._value_and_grad = jit(value_and_grad)
 
-    def hess(self, x, *args):
+    def hess(self, x: npt.ArrayLike, *args: Any) -> np.ndarray | sps.csr_matrix:
         """The Hessian ``(n, n)``: an ndarray, or a ``csr_matrix`` with ``sparse=True``."""
         H = self._hessian(x, *args)
         return H if self.sparse else H.toarray()
 
-    def hessp(self, x, p, *args) -> np.ndarray:
+    def hessp(self, x: npt.ArrayLike, p: npt.ArrayLike, *args: Any) -> np.ndarray:
         """``H(x) · p`` (shape ``(n,)``) without forming ``H``; SciPy's argument order."""
         return self._hvp(x, *args, p)
 
-    def value_and_grad(self, x, *args) -> tuple:
+    def value_and_grad(self, x: npt.ArrayLike, *args: Any) -> tuple[float, np.ndarray]:
         """``(f(x), ∇f(x))`` from one kernel, for ``minimize(..., jac=True)``."""
         value, gradient = self._value_and_grad(x, *args)
         return float(value), gradient
 
-    def options(self, method: str) -> dict:
+    def options(self, method: str) -> dict[str, Any]:
         """The keywords for ``minimize(x0=..., args=..., **options)``: ``fun``,
         ``method`` and what the method uses of ``jac``, ``hess``, ``hessp``
         (Newton-CG and the Krylov trust regions get ``hessp``, so no Hessian is
@@ -269,7 +273,7 @@ class Objective:
         return opts
 
 
-def objective(f: Callable, *, sparse: bool = False) -> Objective:
+def objective(f: Callable[..., Any], *, sparse: bool = False) -> Objective:
     """Adapt a scalar objective ``f(x, *args)`` (``x`` of shape ``(n,)``) to
     ``scipy.optimize.minimize``.
 
@@ -291,14 +295,16 @@ def objective(f: Callable, *, sparse: bool = False) -> Objective:
     return Objective(f, sparse)
 
 
-def _vector_jacobian(c: Callable, sparse: bool) -> Callable:
+def _vector_jacobian(c: Callable[..., Any], sparse: bool) -> Callable[..., Any]:
     J = jacobian(c, sparse=True, format="csr")
     if sparse:
         return J
     return lambda x, *args: J(x, *args).toarray()
 
 
-def nonlinear_constraint(c: Callable, lb, ub, *, args: Sequence = (), sparse: bool = False, **kwargs):
+def nonlinear_constraint(c: Callable[..., Any], lb: npt.ArrayLike, ub: npt.ArrayLike, *,
+                         args: Sequence[Any] = (), sparse: bool = False,
+                         **kwargs: Any) -> scipy.optimize.NonlinearConstraint:
     """``scipy.optimize.NonlinearConstraint`` for ``lb <= c(x, *args) <= ub``
     with the exact ``jac`` (``(m, n)``, ``m`` the number of constraint values, 1
     for a scalar ``c``; ``csr_matrix`` with ``sparse=True``) and
@@ -321,7 +327,7 @@ def nonlinear_constraint(c: Callable, lb, ub, *, args: Sequence = (), sparse: bo
     J = _vector_jacobian(c, sparse)
     H = hessian(lambda x, v, *a: np.sum(v * c(x, *a)), sparse=True, format="csr")
 
-    def hess(x, v):
+    def hess(x: npt.ArrayLike, v: npt.ArrayLike) -> np.ndarray | sps.csr_matrix:
         result = H(x, np.asarray(v, dtype=float), *args)
         return result if sparse else result.toarray()
 
@@ -330,7 +336,7 @@ def nonlinear_constraint(c: Callable, lb, ub, *, args: Sequence = (), sparse: bo
     )
 
 
-def slsqp_constraint(c: Callable, type: str = "eq", *, args: Sequence = ()) -> dict:
+def slsqp_constraint(c: Callable[..., Any], type: str = "eq", *, args: Sequence[Any] = ()) -> dict[str, Any]:
     """A constraint dict for ``minimize(..., method="SLSQP", constraints=[...])``:
     ``c(x, *args) == 0`` (``type="eq"``) or ``>= 0`` (``"ineq"``), with the exact
     dense Jacobian (``(m, n)``, ``m = 1`` for a scalar ``c``).
@@ -361,15 +367,15 @@ class Residual:
     ``scipy.optimize.root`` and ``scipy.optimize.least_squares``
     (see :func:`residual`)."""
 
-    def __init__(self, F: Callable, sparse: bool | None = None):
+    def __init__(self, F: Callable[..., Any], sparse: bool | None = None) -> None:
         self.F = F
         self.sparse = sparse
         #: ``fun(x, *args)``: the residual, compiled; shape ``(m,)``.
         self.fun = jit(F)
         self._jacobian = jacobian(F, sparse=True, format="csr")
-        self._dense: dict = {}
+        self._dense: dict[tuple[tuple[int, ...], ...], bool] = {}
 
-    def jac(self, x, *args):
+    def jac(self, x: npt.ArrayLike, *args: Any) -> np.ndarray | sps.csr_matrix:
         """``∂F/∂x`` (``(m, n)``): a ``csr_matrix`` when at most 10 % is
         structurally nonzero (or ``sparse=True``), else an ndarray."""
         J = self._jacobian(x, *args)
@@ -379,15 +385,15 @@ class Residual:
             dense = self._dense[key] = not _is_sparse_enough(J, self.sparse)
         return J.toarray() if dense else J
 
-    def dense_jac(self, x, *args) -> np.ndarray:
+    def dense_jac(self, x: npt.ArrayLike, *args: Any) -> np.ndarray:
         """``∂F/∂x`` as an ndarray ``(m, n)`` (for hybr and lm)."""
         return self._jacobian(x, *args).toarray()
 
-    def jac_sparsity(self, x, *args):
+    def jac_sparsity(self, x: npt.ArrayLike, *args: Any) -> sps.csr_matrix:
         """The boolean pattern of ``∂F/∂x`` (``csr_matrix``, ``(m, n)``)."""
         return _pattern(self._jacobian(x, *args))
 
-    def options(self, method: str) -> dict:
+    def options(self, method: str) -> dict[str, Any]:
         """The keywords for ``root(x0=..., args=..., **options)`` or
         ``least_squares(x0=..., args=..., **options)``: ``fun``, ``method`` and,
         for methods that use one, ``jac`` (dense for hybr and lm)."""
@@ -400,7 +406,7 @@ class Residual:
         return opts
 
 
-def residual(F: Callable, *, sparse: bool | None = None) -> Residual:
+def residual(F: Callable[..., Any], *, sparse: bool | None = None) -> Residual:
     """Adapt a vector function ``F(x, *args)`` (``(n,) -> (m,)``) to
     ``scipy.optimize.root`` and ``scipy.optimize.least_squares``.
 

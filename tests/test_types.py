@@ -1,6 +1,8 @@
-"""The IR and the backend type-check: mypy (its configuration in pyproject.toml:
-every function of ``symjac/ir`` and ``symjac/backend`` annotated, every body
-checked) finds nothing, as part of the README's test command (and so of CI)."""
+"""The IR, the backend and the public API type-check: mypy (its configuration in
+pyproject.toml: every function of ``symjac/ir``, ``symjac/backend`` and the public
+API modules, ``symjac/__init__.py``, ``_api``, ``_vmap``, ``_inspect``, ``_caches``,
+``_signature`` and ``scipy``, annotated, every body checked) finds nothing, as part
+of the README's test command (and so of CI)."""
 
 import shutil
 import subprocess

@@ -98,8 +98,8 @@ class TensorProgram(_NothingToCompile):
 
     tier = "array"
     single_output = True  #: the traced function returns one array (not a tuple of them)
-    aux_structure = None  #: with has_aux: the structure of the function's auxiliary output
-    out_structure = None  #: the function's output container, rebuilt by the API (``products.Outputs``)
+    aux_structure: tuple | None = None  #: with has_aux: the structure of the function's auxiliary output
+    out_structure: tuple | None = None  #: the function's output container, rebuilt by the API (``products.Outputs``)
     reads = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
     read_paths: list = []  #: how each of them is read (``self.W``)
 
