@@ -13,11 +13,12 @@ import textwrap
 
 import numpy as np
 import pytest
+import sympy as sp
 
 import symjac as sj
 from symjac.backend import kernels as _kernels
 from symjac.backend.ssa import KernelSpec, Program
-from symjac.ir.ops import RECORDS, Op
+from symjac.ir.ops import BY_NAME, RECORDS, Op
 from symjac.runtime import dispatch
 from symjac.runtime import tape as _tape
 from symjac.runtime.dispatch import compiled_for
@@ -296,3 +297,14 @@ def test_a_damaged_or_untrusted_kernel_body_is_compiled_again_never_loaded(tmp_p
     assert again[0] == first[0] and again[2] == "kernel"
     assert "was changed, or is not private to you" in again_err[0], "the README promises a warning"
     assert obj.read_bytes() == data and not obj.stat().st_mode & 0o022  # rewritten from a fresh compile
+
+
+def test_sympy_differentiates_the_piecewise_constant_heads_to_zero():
+    """rint, trunc and floor_divide differentiate to zero in symjac; SymPy's own
+    ``diff`` of an expression holding them (``.symbolic()`` output) says so too
+    instead of raising AttributeError."""
+    x, y = sp.symbols("x y")
+    for name in ("rint", "trunc"):
+        head = BY_NAME[name].head
+        assert sp.diff(head(x) * x, x) == head(x)
+    assert sp.diff(BY_NAME["floor_divide"].head(x, y), x) == 0

@@ -3,7 +3,7 @@
 A kernel module names its body by ``(symbol, kind, text)`` (``SYMJAC_NATIVE``,
 see ``kernels.py``): the program's text, the kind of body it becomes
 (``"kernel"``: one evaluation; ``"batch"``: a range of samples; ``"vm"``: the
-tape interpreter for a dtype) and a symbol bound to both.  :class:`Body` turns
+tape interpreter for a dtype) and a symbol bound to both.  :class:`KernelBody` turns
 that into IR, which is all the toolchain (``runtime/jit``) receives: it never
 looks at the kind, so a new kind of body is a branch here and nowhere else.
 """
@@ -41,19 +41,24 @@ def vm_symbol(dtype: npt.DTypeLike) -> str:
 
 
 @dataclass(frozen=True)
-class Body:
-    """One kernel body: ``symbol`` names the machine code of ``text`` as a ``kind`` body."""
+class KernelBody:
+    """One kernel body: ``symbol`` names the machine code of ``text`` as a ``kind`` body.
+
+    A body read from a kernel module is checked (:meth:`check`) where its
+    machine code is compiled or loaded, not at every reading: the digest of a
+    large program's text is worth computing once."""
 
     symbol: str
     kind: str
     text: str
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
+        """ValueError unless ``symbol`` is the digest of this text and kind."""
         if self.symbol != symbol_for(self.text, self.kind):
             raise ValueError(f"{self.symbol} does not name this program")
 
     @classmethod
-    def of(cls, text: str, kind: str) -> Body:
+    def of(cls, text: str, kind: str) -> KernelBody:
         return cls(symbol_for(text, kind), kind, text)
 
     def ir(self) -> str:
@@ -86,4 +91,4 @@ class Body:
 
 def ir_text(program: Program, spec: KernelSpec, batched: Sequence[bool] | None = None) -> str:
     """The LLVM IR of a kernel's body, as emitted (before LLVM optimises it)."""
-    return Body.of(to_text(program, spec, batched), "kernel" if batched is None else "batch").ir()
+    return KernelBody.of(to_text(program, spec, batched), "kernel" if batched is None else "batch").ir()

@@ -205,6 +205,8 @@ class NumpyFunction(sp.Function):
 
     def fdiff(self, argindex: int = 1) -> sp.Basic:
         rule = type(self).record.derivative
-        if not isinstance(rule, Partials):  # (rint, trunc, floor_divide: ZERO; sympy.diff of them fails, as before)
+        if rule == ZERO:  # rint, trunc, floor_divide: piecewise constant, as symjac differentiates them
+            return g.ZERO
+        if not isinstance(rule, Partials):
             raise AttributeError(f"{type(self).__name__}'s record has no partials: its derivative is {rule!r}")
         return rule.partials(self)[argindex - 1][1]

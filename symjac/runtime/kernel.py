@@ -20,6 +20,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,7 +121,7 @@ class Kernel:
     single_output = True  #: the traced function returns one array (not a tuple of them)
     aux_structure: tuple | None = None  #: with has_aux: the structure of the function's auxiliary output
     out_structure: tuple | None = None  #: the function's output container, rebuilt by the API (``products.Outputs``)
-    reads = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
+    reads: Callable[[object], list | None] | None = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
     read_paths: list = []  #: how each of them is read (``self.W``)
 
     def __init__(self, path: Path | None, entry_points: tuple[str, ...], in_ndims: list[int],

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..backend import kernels as _kernels
 from ..backend import tape_code as _encoding
-from ..backend.bodies import Body, vm_symbol
+from ..backend.bodies import KernelBody, vm_symbol
 from ..backend.ssa import Program
 from ..backend.tape_code import TapeCode
 from .jit import cache as _cache
@@ -126,7 +126,7 @@ def _entry_points(dtype) -> tuple:
     found = _entries.get(dtype)
     if found is None:
         symbol = vm_symbol(dtype)
-        _native.ensure(Body(symbol, "vm", dtype.name))
+        _native.ensure(KernelBody(symbol, "vm", dtype.name))
         run, rows = _native.address(f"{symbol}.run"), _native.address(f"{symbol}.rows")
         found = _entries[dtype] = tuple(t(a) for t, a in zip(_TYPES, (run, rows, run, rows), strict=True))
     return found

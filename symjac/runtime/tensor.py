@@ -13,7 +13,7 @@ program over the whole batch.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -100,7 +100,7 @@ class TensorProgram(_NothingToCompile):
     single_output = True  #: the traced function returns one array (not a tuple of them)
     aux_structure: tuple | None = None  #: with has_aux: the structure of the function's auxiliary output
     out_structure: tuple | None = None  #: the function's output container, rebuilt by the API (``products.Outputs``)
-    reads = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
+    reads: Callable[[object], list | None] | None = None  #: the arrays the function reads besides its arguments (``trace.reads.Fetch``), or None
     read_paths: list = []  #: how each of them is read (``self.W``)
 
     def __init__(self, request: Request, positions, names, specs, result, dtype, why: str, bounds=()):

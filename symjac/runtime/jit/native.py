@@ -50,7 +50,7 @@ import numpy as np
 from numba.core.compiler_lock import global_compiler_lock
 
 from ..._errors import warn
-from ...backend.bodies import Body
+from ...backend.bodies import KernelBody
 from . import cache, jobs, machine_code
 
 _lock = threading.Lock()  # guards the tables below and LLVM's one-time initialisation
@@ -72,7 +72,7 @@ SWITCH_SECONDS = 0.0002
 _switch_saved: tuple[float, float] | None = None  # (the switch interval to restore when the last leaves, ours)
 
 
-def compile_object(body: Body, quick: bool = False, source: str | None = None) -> bytes:
+def compile_object(body: KernelBody, quick: bool = False, source: str | None = None) -> bytes:
     """Machine code (an object file) for ``body``, compiled in this process:
     fully optimised, or (``quick``) in about a fifth of the time."""
     return machine_code.compile_ir(source or body.ir(), quick=quick)
@@ -232,12 +232,13 @@ body_work = _BodyWork()
 python_work = _PythonWork(body_work)
 
 
-def ensure(body: Body) -> bool:
+def ensure(body: KernelBody) -> bool:
     """Make ``body.symbol`` callable from compiled code; True if it was compiled
     now (False: already loaded, or loaded from the cache)."""
     symbol = body.symbol
     if symbol in _engines:
         return False
+    body.check()
     with _lock:
         mine = _compiling.setdefault(symbol, threading.Lock())
     with mine, body_work:  # a small kernel compiled now does not wait for a big one compiling in the background

@@ -27,7 +27,7 @@ from numba.extending import intrinsic
 from numba.np.numpy_support import from_dtype
 
 from ..._errors import CompileError
-from ...backend.bodies import Body, vm_symbol
+from ...backend.bodies import KernelBody, vm_symbol
 from . import cache
 from .native import CEntry, ensure, is_loaded, object_cached
 
@@ -43,11 +43,11 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def _bodies(dispatcher) -> list[Body]:
+def _bodies(dispatcher) -> list[KernelBody]:
     """The bodies a kernel module's wrapper calls (its module's
     ``SYMJAC_NATIVE``: one ``(symbol, kind, text)``, or the tape's list)."""
     spec = getattr(dispatcher, "py_func", None) and dispatcher.py_func.__globals__.get("SYMJAC_NATIVE")
-    return [Body(*body) for body in ([spec] if isinstance(spec, tuple) else list(spec or ()))]
+    return [KernelBody(*body) for body in ([spec] if isinstance(spec, tuple) else list(spec or ()))]
 
 
 def prepare(dispatcher) -> bool:
