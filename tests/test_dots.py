@@ -15,7 +15,8 @@ from test_vector import _load, _same
 import symjac as sj
 from symjac.backend import printer
 from symjac.backend.dots import find_dots
-from symjac.backend.emit import TextEmitter, body_ir
+from symjac.backend.emit import body_ir
+from symjac.backend.emitter import TextEmitter
 from symjac.backend.ssa import KernelSpec, Program, from_text, to_text, uses
 from symjac.runtime import dispatch
 from symjac.runtime import tape as _tape

@@ -12,7 +12,8 @@ from test_ops import _agree, _program
 
 import symjac as sj
 from symjac.backend import kernels as _kernels
-from symjac.backend.emit import BATCH_CALLS, OUTLINE_USES, _schedule, body_ir
+from symjac.backend.emit import OUTLINE_USES, _schedule, body_ir
+from symjac.backend.emitter import BATCH_CALLS
 from symjac.backend.ssa import Arguments, KernelSpec, Program
 from symjac.backend.vector import batch_body_ir, block_width
 from symjac.ir.ops import BY_NAME

@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from .emit import MEMSET_ZEROS, VectorEmitter, _written, emit_program, float_literal
+from .emit import MEMSET_ZEROS, _written, emit_program
+from .emitter import VectorEmitter, float_literal
 from .ssa import Arguments, Program
 
 #: samples per block, by compute dtype: 8 lanes of float64 (one AVX-512 register, two AVX2 ones)
