@@ -130,3 +130,19 @@ def test_arrays_section_runs_symjac_alone(tmp_path):
                                            "symjac_mem": 10, "jax_mem": 10}) == "met"
     assert "first > JAX's" in arrays.verdict(arrays.ROWS[0], {"symjac_first": 0.25, "jax_first": 0.2, "ratio": 1.5,
                                                               "symjac_mem": 10, "jax_mem": 10})
+
+
+def test_the_bundle_adjustment_row_gives_jaxs_matrices():
+    """Row 8 on a tiny problem: symjac's sparse Jacobian on whole arrays and JAX's
+    per-observation blocks placed into the same CSR matrices agree (their patterns may
+    differ by entries that are structurally zero)."""
+    pytest.importorskip("jax")
+    from benchmarks import arrays
+
+    case = arrays.bundle_jacobian((3, 12, 40))
+    got = case.symjac(sj, case.make(np))(*case.args)
+    jax, jnp = arrays._jax_setup()
+    want = case.jax_callable(jax, jnp)(*case.args)
+    assert [g.shape for g in got] == [w.shape for w in want] == [(120, 33), (120, 36), (120, 40)]
+    assert arrays._rel_diff(got, want) < 1e-12
+    assert arrays._rel_diff(got, (want[0], want[1], 2 * want[2])) > 0.1  # (the comparison can fail)

@@ -289,3 +289,25 @@ def test_compile_waits_for_loops_building_in_the_background(fresh):
         G.compile(x)
         [loop] = fused._loops.values()
         assert loop.state == "ready" and loop.batch.kernel is not None
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_few_leading_rows_over_broadcast_operands_loop_outside_the_kernel(fresh, ran, dtype):
+    """A batch of a few (a sparse Jacobian's colors: (10, n, 3)) over operands without that
+    axis ((n, 3), (n, 1)): no split of samples fits, so the loop peels the leading axis off
+    and runs the kernel once per index of it, with NumPy's values."""
+    A = RNG.normal(size=(10, 3000, 3)).astype(dtype)
+    B = RNG.uniform(0.5, 1.5, size=(3000, 3)).astype(dtype)
+    c = RNG.uniform(0.5, 1.5, size=(3000, 1)).astype(dtype)
+    f = lambda a: np.sum(np.sin(a) * B / c + a * a)  # noqa: E731
+    G = sj.grad(f)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [G(A) for _ in range(8)]
+    peeled = [loop for loop in _loops() if loop.peel]
+    assert peeled and all(loop.peel[0] == (10,) for loop in peeled)
+    assert all(ran(loop) for loop in peeled)
+    want = np.cos(A) * B / c + 2 * A
+    rtol = 1e-12 if dtype == np.float64 else 2e-5
+    for g in got:
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, want, rtol=rtol, atol=rtol)

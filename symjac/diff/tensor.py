@@ -22,6 +22,7 @@ from ..ir import tensor as t
 from ..ir import tensor_batch as tb
 from ..ir.transforms import Partial, Spec
 from . import tensor_rules as rules
+from . import tensor_sparse
 from .products import _check_dense, _derivative_dtype, _scalar_output
 
 
@@ -91,6 +92,14 @@ def _structure(traced, spec: Spec, blocks, var):
 
 def _jacobian(spec, traced, var, vectors):
     outs = [o.node for o in traced.arrays]
+    if spec.sparse:
+        if not var.top:
+            raise tensor_sparse.NoSparsePattern(
+                "sparse=True is for a transform called at the top (its result a scipy.sparse matrix) -> got "
+                "one inside another transform -> drop sparse=True there.")
+        per_x = [tensor_sparse.jacobian(outs, x, _derivative_dtype(*(o.dtype for o in outs), x.dtype), spec.sparse)
+                 for x in var.nodes]
+        return _structure(traced, spec, [[per_x[m][k] for m in range(len(var.nodes))] for k in range(len(outs))], var)
     for o in outs:
         for x in var.nodes:
             _check_dense("Jacobian", o.shape + x.shape)
@@ -246,11 +255,16 @@ def finish(p: Partial):
 def flatten(result) -> list[t.Node]:
     if isinstance(result, t.Node):
         return [result]
+    if isinstance(result, tensor_sparse.SparseBlock):
+        return [result.values]
     return [n for r in result for n in flatten(r)]
 
 
 def template(result):
-    """The result's nesting (None for one array), as ``runtime.templates`` reads it."""
+    """The result's nesting (None for one array, the block for a sparse one), as
+    ``runtime.templates`` reads it."""
     if isinstance(result, t.Node):
         return None
+    if isinstance(result, tensor_sparse.SparseBlock):
+        return result
     return tuple(template(r) for r in result)

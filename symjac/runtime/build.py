@@ -18,7 +18,7 @@ from .. import _config
 from .._errors import ArgumentError, TracerConversionError, UnsupportedOperationError
 from ..backend import kernels
 from ..backend import ssa as ssa_program
-from ..diff import products
+from ..diff import products, tensor_sparse
 from ..ir import graph as g
 from ..trace import integers
 from ..trace import products as trace_products
@@ -145,7 +145,7 @@ def build_shown(request: Request, args: Sequence, values: bool = False) -> Built
     the array program where calls with these arguments would run on the array
     tier (an array-sized function, shown in index notation, not as millions of entries)."""
     choice = _config.tier()
-    sparse = any(s.sparse for s in request.products)
+    sparse = _scalar_only(request)
 
     def array():
         positions, names, specs, shape_of_args = leaf_layout(request, args)
@@ -171,6 +171,11 @@ def build_shown(request: Request, args: Sequence, values: bool = False) -> Built
         if program_ is None:
             raise
         return program_
+
+
+def _scalar_only(request: Request) -> bool:
+    """Sparse results the array tier does not build (``diff.tensor_sparse.supports``)."""
+    return any(s.sparse for s in request.products) and not tensor_sparse.supports(request.products)
 
 
 def program(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorProgram, bool]:
@@ -199,7 +204,7 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
                             specific=specific)
 
     choice = _config.tier()
-    sparse = any(s.sparse for s in request.products)
+    sparse = _scalar_only(request)
     if choice == "array" and not sparse:
         program_, why = array(specific=True)
         if program_ is not None:
@@ -207,7 +212,8 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
             return program_, False
         return _with_reason(_program(request, args), why)
     if choice == "scalar" or sparse:
-        why = "set by sj.set_tier('scalar')" if choice == "scalar" else "sparse results are built on it"
+        why = ("set by sj.set_tier('scalar')" if choice == "scalar"
+               else "sparse results other than a Jacobian's are built on it")
         return _with_reason(_program(request, args), f"scalar tier: {why}")
     budget = _config.ARRAY_THRESHOLD
     try:

@@ -50,6 +50,8 @@ START_AFTER = 2
 #: differently), and the most operations of the per-sample program
 MAX_BLOCK = 512
 MAX_OPS = 8192
+#: the most kernel calls a map makes over leading axes its operands broadcast along (peeled off)
+MAX_PEELED = 64
 
 _lock = threading.Lock()
 _loops: dict = {}
@@ -75,13 +77,16 @@ class FusedMap:
     gradient at d = 64, K = 100 took 1.16 s instead of 0.24 s when its 29 maps
     started compiling during it)."""
 
-    __slots__ = ("spec", "batch", "layouts", "out_shape", "state", "trials")
+    __slots__ = ("spec", "batch", "layouts", "out_shape", "state", "trials", "peel")
 
     #: timed calls of each way, per size class, before choosing
     TRIALS = 3
 
-    def __init__(self, spec: tuple, layouts: list, out_shape: tuple):
+    def __init__(self, spec: tuple, layouts: list, out_shape: tuple, peel: tuple = ()):
         self.spec = spec  #: (body, dtype, flags, operand blocks, block): what _program builds from
+        #: the leading axes looped over outside the kernel (one call per index of them), and per
+        #: operand (padded to the result's rank) whether it runs along them (else broadcast)
+        self.peel = peel
         self.batch: BatchProgram | None = None
         #: per operand: (True, (-1, entries)) or (False, (entries,)): how the kernel takes it (its
         #: samples, -1: as many as the call's array has)
@@ -128,9 +133,28 @@ class FusedMap:
         target = out if out is not None else np.empty(shape, dtype)
         # (read-only arrays, a caller's or the program's constants, are copied: the kernel's
         # wrapper is compiled for writable ones)
+        if self.peel:
+            return self._peeled(operands, target)
         part = [np.require(x, dtype, ("C", "W")).reshape(layout) for x, (_, layout) in zip(operands, self.layouts,
                                                                                            strict=True)]
         return target if batch.run_ready(part, [target.reshape(self.out_shape)]) else None
+
+    def _peeled(self, operands: Sequence, target: np.ndarray) -> np.ndarray | None:
+        """The kernel run once per index of the peeled leading axes."""
+        batch = self.batch
+        assert batch is not None
+        outer, along = self.peel
+        nd = target.ndim
+        padded = [np.require(x, batch.dtype, ("C", "W")) for x in operands]
+        padded = [x.reshape((1,) * (nd - x.ndim) + x.shape) for x in padded]
+        fixed = [None if flag else x[(0,) * len(outer)].reshape(layout)
+                 for x, flag, (_, layout) in zip(padded, along, self.layouts, strict=True)]
+        for index in np.ndindex(*outer):
+            part = [x[index].reshape(layout) if f is None else f
+                    for x, f, (_, layout) in zip(padded, fixed, self.layouts, strict=True)]
+            if not batch.run_ready(part, [target[index].reshape(self.out_shape)]):
+                return None
+        return target
 
     def start(self, wait: bool, runs: int = 0) -> None:
         """Build and compile the kernel: now (``wait``, or in the ``"sync"``
@@ -229,19 +253,40 @@ def fuse(body: t.Body, shapes: list[tuple], shape: tuple, dtype) -> FusedMap | N
     shape = tuple(shape)
     if dtype.kind != "f" or int(np.prod(shape)) < MIN_ENTRIES or not shapes:
         return None
-    lead, flags, padded = _split([tuple(s) for s in shapes], shape)
+    shapes = [tuple(s) for s in shapes]
+    peel: tuple = ()
+    lead, flags, padded = _split(shapes, shape)
     samples, trail = int(np.prod(shape[:lead])), shape[lead:]
     if samples < MIN_SAMPLES or int(np.prod(trail)) > MAX_BLOCK:
-        return None
+        # a batch of a few (the colors of a sparse Jacobian, a Hessian's directions) in front of
+        # operands that broadcast along it: the loop over those few peeled off, out of the kernel
+        nd = len(shape)
+        full = [(1,) * (nd - len(s)) + s for s in shapes]
+        for k in range(1, min(nd, 2) + 1):
+            if int(np.prod(shape[:k])) > MAX_PEELED:
+                break
+            along = [s[:k] == shape[:k] for s in full]
+            if not all(a or all(n == 1 for n in s[:k]) for a, s in zip(along, full, strict=True)):
+                break
+            lead, flags, padded = _split([s[k:] for s in full], shape[k:])
+            samples, trail = int(np.prod(shape[k:][:lead])), shape[k:][lead:]
+            if samples >= MIN_SAMPLES and int(np.prod(trail)) <= MAX_BLOCK:
+                peel = (shape[:k], tuple(along))
+                break
+        else:
+            return None
+        if not peel:
+            return None
     trails = [s[lead:] for s in padded]
-    key = (body.expr, body.arity, tuple(flags), tuple(trails), trail, dtype.str)
+    key = (body.expr, body.arity, tuple(flags), tuple(trails), trail, dtype.str, peel)
     with _lock:
         loop = _loops.get(key)
         if loop is None:
             # (the number of samples is the call's: one loop serves every array with this block)
             layouts = [(flag, (-1, int(np.prod(ext))) if flag else (int(np.prod(ext)),))
                        for flag, ext in zip(flags, trails, strict=True)]
-            loop = _loops[key] = FusedMap((body, dtype, flags, trails, trail), layouts, (-1, int(np.prod(trail))))
+            loop = _loops[key] = FusedMap((body, dtype, flags, trails, trail), layouts, (-1, int(np.prod(trail))),
+                                          peel)
             while len(_loops) > LIMIT:
                 _loops.pop(next(iter(_loops)))
     return loop

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._errors import ResourceLimitError, SymjacError
 from ..diff import tensor as dt
+from ..diff import tensor_sparse
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
 from ..trace import products as trace_products
@@ -40,8 +41,8 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
     ``values``: arrays the function reads from its objects are constants (for display).
     ``specific``: the scalar tier could not trace it either, so an error of symjac's that
     says what the array tier needs (``minlength=`` for run-time bincount) is raised."""
-    if any(s.sparse for s in request.products):
-        return None, "scalar tier: sparse results are built on the scalar tier"
+    if any(s.sparse for s in request.products) and not tensor_sparse.supports(request.products):
+        return None, "scalar tier: sparse results other than a Jacobian's are built on the scalar tier"
     def make(name, shape, dtype_, index):  # an array the function reads from its objects: an input
         return tt.ReadTArray(t.input_(index, name, shape, dtype_))
 
@@ -72,6 +73,15 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
     program.out_structure = facts["outputs"].structure
     program.reads, program.read_paths = read.fetch(), read.paths
     return program, ""
+
+
+def _layouts(template):
+    """The template with each sparse block's layout in place of the block."""
+    if template is None:
+        return None
+    if isinstance(template, tensor_sparse.SparseBlock):
+        return templates.SparseLayout.of(template)
+    return tuple(_layouts(t_) for t_ in template)
 
 
 class _NothingToCompile:
@@ -109,7 +119,7 @@ class TensorProgram(_NothingToCompile):
         self.names = list(names)
         self.specs = list(specs)
         self.outputs = dt.flatten(result)
-        self.template = dt.template(result)
+        self.template = _layouts(dt.template(result))
         self.out_shapes = [o.shape for o in self.outputs]
         self.out_dtypes = [o.dtype for o in self.outputs]
         self.dtype = np.result_type(dtype, *(o.dtype for o in self.outputs if o.dtype.kind == "f"))
