@@ -159,7 +159,11 @@ def test_shown_and_rendered_by_name():
 def test_the_scalar_tier_says_where_cholesky_and_large_matrices_run():
     a = np.eye(6) * 2.0
     with pytest.raises(sj.UnsupportedOperationError, match=r"array tier only.*sj.set_tier\('auto'\)"):
-        sj.jacobian(np.linalg.cholesky, sparse=True)(a)
+        sj.hessian(lambda m: np.sum(np.linalg.cholesky(m)), sparse=True)(a)
+    # a sparse Jacobian is built on the array tier: every entry of L may read every entry of a
+    J = sj.jacobian(np.linalg.cholesky, sparse=True)(a)
+    assert J.shape == (36, 36) and J.nnz == 36 * 36
+    np.testing.assert_allclose(J.toarray(), sj.jacobian(np.linalg.cholesky)(a).reshape(36, 36), rtol=1e-14)
     with sj.using_tier("scalar"), pytest.raises(sj.UnsupportedOperationError, match="closed form up to 4×4"):
         sj.jit(np.linalg.inv)(a)
     names = {name for name, _, _ in sj.supported_operations()}

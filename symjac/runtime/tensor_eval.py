@@ -838,6 +838,10 @@ class Plan:
 
     def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None, bounds: Sequence = ()):
         outputs = merge_maps(fold_product_sums(stack_products(outputs)))
+        if fuse is not None:  # pieces computed per sample by one kernel each (``regions.py``)
+            from . import regions
+
+            outputs = regions.rewrite(outputs, regions.find(t.topo_order(outputs), outputs))
         #: integer inputs whose entries must lie in ``0 .. stop - 1`` (``.index``, ``.stop``, ``.what``)
         self.bounds = tuple(bounds)
         self.dtype = np.dtype(dtype)
@@ -977,7 +981,36 @@ class Plan:
             return _reduce(*p, n.args[0].shape), None
         if op == "linalg":
             return LINALG[p], None
+        if op == "region":
+            return self._region(p), None
+        if op == "pick":
+            return (lambda values: values[p]), None
         raise AssertionError(f"no evaluation for {op}")
+
+    def _region(self, r):
+        """A region's step (``regions.py``): its outputs by its kernel, or by its
+        members' own steps (NumPy) until the kernel is ready or where they measure faster."""
+        from . import regions
+
+        loop = regions.RegionLoop(r)
+        self.fused.append(loop)
+        steps = [(m, self._function(m, fold=True)[0]) for m in r.members]  # (no compiled loops of their own)
+        fills = {a: np.broadcast_to(np.full((), a.param[0], dtype=self.dtype), a.shape)
+                 for m in r.members for a in m.args if a.op == "fill"}
+        inputs = [a for a, *_ in r.inputs]
+
+        def numpy_pass(xs):
+            values = dict(fills)
+            values.update(zip(inputs, xs, strict=True))
+            for m, fn in steps:
+                values[m] = fn(*[values[a] for a in m.args])
+            # (a view of an operand is copied: an output never shares an input's memory)
+            return [v.copy() if isinstance(v, np.ndarray) and v.base is not None else v
+                    for v in (values[o] for o in r.outputs)]
+
+        def run(*xs):
+            return loop.outputs(xs, lambda: numpy_pass(xs))
+        return run
 
     def _map(self, n: t.Node, fold: bool):
         dtype = self.dtype

@@ -1,0 +1,175 @@
+"""Sample regions of the array tier (``runtime/regions.py``): pieces of an array
+program that work within one sample (element functions, products and
+slices over small trailing axes) run per sample by one compiled kernel, with
+the values of NumPy's steps (to rounding: a kernel sums in its own order)."""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac.ir import tensor as t
+from symjac.runtime import fused, regions
+
+RNG = np.random.default_rng(41)
+
+
+@pytest.fixture
+def ran(monkeypatch):
+    """The regions whose kernel served a call."""
+    seen: list = []
+    real = regions.RegionLoop._run
+
+    def spy(self, values):
+        got = real(self, values)
+        if got is not None:
+            seen.append(self.region)
+        return got
+
+    monkeypatch.setattr(regions.RegionLoop, "_run", spy)
+    fused.clear()
+    yield seen
+    fused.clear()
+
+
+def _arrays(result):
+    return list(result) if isinstance(result, tuple) else [result]
+
+
+def _per_point(X):
+    """A per-point computation over (n, 3) points: rotations, norms, a projection."""
+    def f(r, c):
+        v = X - c  # (n, 3)
+        theta = np.sqrt(np.sum(r * r, axis=1, keepdims=True))
+        u = r / theta
+        cross = np.stack([u[:, 1] * v[:, 2] - u[:, 2] * v[:, 1], u[:, 2] * v[:, 0] - u[:, 0] * v[:, 2],
+                          u[:, 0] * v[:, 1] - u[:, 1] * v[:, 0]], axis=1)
+        w = v * np.cos(theta) + cross * np.sin(theta) + u * np.einsum("ij,ij->i", u, v)[:, None] * (1 - np.cos(theta))
+        p = w[:, :2] / w[:, 2:3]
+        return np.concatenate([(p * (1 + 0.1 * np.sum(p * p, axis=1, keepdims=True))).ravel(), theta[:, 0]])
+    return f
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_per_sample_computation_runs_as_one_kernel_with_numpys_values(ran, dtype):
+    n = 1000
+    X = (RNG.normal(size=(n, 3)) + [0, 0, 8]).astype(dtype)
+    r = (0.1 * RNG.normal(size=(n, 3))).astype(dtype)
+    c = (0.1 * RNG.normal(size=(n, 3))).astype(dtype)
+    f = _per_point(X)
+    tangents = (np.ones_like(r), np.zeros_like(c))
+    for transform, args in ((sj.jit(f), (r, c)), (sj.jvp(f, argnums=(0, 1)), (r, c, tangents))):
+        with sj.using_tier("array"), sj.compiling("never"):
+            want = _arrays(transform(*args))
+        with sj.using_tier("array"), sj.compiling("sync"):
+            got = [_arrays(transform(*args)) for _ in range(8)]
+        tol = 1e-12 if dtype == np.float64 else 1e-4
+        for g in got:
+            for a, b in zip(g, want, strict=True):
+                assert a.dtype == dtype
+                np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    assert ran, "no region's kernel served"
+    assert all(r_.sig[1] == (n,) for r_ in ran)
+
+
+def test_the_sparse_jacobians_colors_loop_outside_the_kernel(ran):
+    """A sparse Jacobian's compressed sweep: arrays (colors, points, 3) over (points, 3)
+    operands; its regions have the colors in front (P) and run once per color."""
+    n = 1000
+    X = RNG.normal(size=(n, 3)) + [0, 0, 8]
+    f = _per_point(X)
+    idx = RNG.integers(0, 20, n)
+
+    def g(cams):
+        C = cams[idx]
+        return f(C[:, :3], C[:, 3:])
+
+    cams = 0.1 * RNG.normal(size=(20, 6))
+    with sj.using_tier("array"), sj.compiling("never"):
+        want = sj.jacobian(g, sparse=True)(cams)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [sj.jacobian(g, sparse=True)(cams) for _ in range(8)]
+    assert any(r.sig[0] and r.sig[1] == (n,) for r in ran), [r.sig for r in ran]
+    for m in got:
+        assert (m.indices == want.indices).all() and (m.indptr == want.indptr).all()
+        np.testing.assert_allclose(m.data, want.data, rtol=1e-12, atol=1e-12)
+
+
+def _node(shape):
+    return t.input_(0, "x", shape, np.float64)
+
+
+def test_a_region_stays_convex():
+    """A sum over the samples (not per sample) read back by a later per-sample step: that
+    step cannot join the region its sum depends on (the region would wait for itself)."""
+    with t.building():
+        x = _node((1000, 3))
+        y = t.apply(lambda a: a * a + 1, [x], np.float64)
+        y2 = t.apply(lambda a: a * 3 - a, [y], np.float64)
+        total = t.einsum([y2], ["ab"], "b")  # (3,): over the samples
+        z = t.apply(lambda a, b: a * b + a, [y2, total], np.float64)
+        z2 = t.apply(lambda a: a / 2 + a * a, [z], np.float64)
+        found = regions.find(t.topo_order([z2]), [z2])
+    owner = {m: k for k, r in enumerate(found) for m in r.members}
+    assert owner.get(y) == owner.get(y2) is not None
+    assert owner.get(z) != owner.get(y)
+    assert total not in owner
+    for r in found:
+        inputs = {a for a, *_ in r.inputs}
+        for a in inputs:  # no input of a region depends on the region
+            assert not set(t.topo_order([a])) & set(r.members)
+
+
+def test_wide_products_stay_blas():
+    """A product with a wide inner axis (a layer's weights) is not a member."""
+    with t.building():
+        h = _node((1000, 128))
+        W = t.input_(1, "W", (128, 128), np.float64)
+        z = t.einsum([h, W], ["ab", "cb"], "ac")
+        assert regions.roles(z, regions.signature(z) or ((), (1000,))) is None
+        small = t.einsum([h, h], ["ab", "ab"], "a")
+        assert regions.signature(small) == ((), (1000,))
+        assert regions.roles(small, ((), (1000,))) is None  # (128 multiply-adds a sample: over the limit)
+        narrow = t.einsum([_node((1000, 4)), t.input_(2, "v", (1000, 4), np.float64)], ["ab", "ab"], "a")
+        assert [r.member for r in regions.roles(narrow, ((), (1000,)))] == [True, True]
+
+
+def test_regions_that_would_wait_for_each_other_are_dropped():
+    """A member of one region reading a second region's member, and a later member of the
+    second reading the first: as single steps the two would each wait for the other, so
+    one of them is left as NumPy steps."""
+    with t.building():
+        x, y = _node((1000, 3)), t.input_(1, "y", (1000, 3), np.float64)
+        a1 = t.apply(lambda a: a * a + 1, [x], np.float64)
+        a2 = t.apply(lambda a: a * 3 - a, [a1], np.float64)
+        b1 = t.apply(lambda a: a * a - 2, [y], np.float64)
+        b2 = t.apply(lambda a: a / 3 + a, [b1], np.float64)
+        n = t.apply(lambda a, b: a * b + a, [a2, b2], np.float64)  # joins a1's region, reading b2
+        m = t.apply(lambda a, b: a - b * a, [b2, a1], np.float64)  # joins b1's region, reading a1
+        roots = [n, m]
+        found = regions.find(t.topo_order(roots), roots)
+    owner = {node: k for k, r in enumerate(found) for node in r.members}
+    assert owner.get(a1) is not None and owner.get(a1) == owner.get(n)
+    assert owner.get(b1) is None and owner.get(m) is None  # (the later region dropped)
+    # and the rewritten program computes what the original does
+    from symjac.runtime import tensor_eval
+
+    X, Y = RNG.normal(size=(1000, 3)), RNG.normal(size=(1000, 3))
+    with sj.compiling("never"):
+        plain = tensor_eval.Plan(roots, 2, np.float64).run([X, Y])
+        cut = tensor_eval.Plan(roots, 2, np.float64, fused.fuse).run([X, Y])
+    for p_, c_ in zip(plain, cut, strict=True):
+        np.testing.assert_allclose(c_, p_, rtol=1e-15)
+
+
+def test_small_pieces_are_left_to_numpy():
+    """A region whose arrays all have fewer than ``fused.MIN_ENTRIES`` entries is not built
+    (a kernel call costs about what NumPy's few passes over it do)."""
+    with t.building():
+        x = _node((500, 3))
+        y = t.apply(lambda a: a * a + 1, [x], np.float64)
+        z = t.apply(lambda a, b: a * b - a, [y, x], np.float64)
+        assert regions.find(t.topo_order([z]), [z]) == []
+        big = _node((1000, 3))
+        y = t.apply(lambda a: a * a + 1, [big], np.float64)
+        z = t.apply(lambda a, b: a * b - a, [y, big], np.float64)
+        assert [len(r.members) for r in regions.find(t.topo_order([z]), [z])] == [2]
