@@ -379,7 +379,8 @@ class Batched:
         key = (id(compiled), tuple(batched))
         program = self._programs.get(key)
         if program is None or program.compiled is not compiled:
-            program = (TensorBatch if isinstance(compiled, TensorProgram) else BatchProgram)(compiled, batched)
+            program = TensorBatch(compiled, batched) if isinstance(compiled, TensorProgram) \
+                else BatchProgram(compiled, batched)
             _bounded_put(self._programs, key, program)
             program.start()
         return program

@@ -173,3 +173,28 @@ def test_small_pieces_are_left_to_numpy():
         y = t.apply(lambda a: a * a + 1, [big], np.float64)
         z = t.apply(lambda a, b: a * b - a, [y, big], np.float64)
         assert [len(r.members) for r in regions.find(t.topo_order([z]), [z])] == [2]
+
+
+def test_constant_and_zero_entries_of_outputs(ran):
+    """Entries a region's program knows (a constant, an exact zero) are written too: the
+    outputs come zeroed where the kernel skips zeros, and constants are stored."""
+    n = 1000
+    A = RNG.normal(size=(n, 3))
+
+    def f(b):
+        y = A * b + A * A  # (n, 3)
+        z = np.concatenate([y * y - b[0], np.ones((n, 1)) * 3.0, np.zeros((n, 1)), y[:, :1] * b[1]], axis=1)
+        return z * (z + 1.0)
+
+    b = RNG.normal(size=3)
+    want = f(b)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [sj.jit(f)(b) for _ in range(8)]
+        jac = [sj.jacobian(f)(b) for _ in range(8)]
+    assert ran
+    for g_ in got:
+        np.testing.assert_allclose(g_, want, rtol=1e-13, atol=1e-13)
+    with sj.using_tier("array"), sj.compiling("never"):
+        jac_want = sj.jacobian(f)(b)
+    for j in jac:
+        np.testing.assert_allclose(j, jac_want, rtol=1e-13, atol=1e-13)

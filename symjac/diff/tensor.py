@@ -145,6 +145,8 @@ def _grad(spec, traced, var, vectors):
 def _hessian(spec, traced, var, vectors):
     outs = [o.node for o in traced.arrays]
     xs = var.nodes
+    if spec.sparse:
+        return _sparse_hessian(spec, traced, var, outs, xs)
     for o in outs:
         for a in xs:
             for b in xs:
@@ -166,6 +168,30 @@ def _hessian(spec, traced, var, vectors):
     for h in nested:
         rows = var.group([_per_input(spec, row, var) for row in h])
         per_out.append(tuple(rows) if spec.tuple_argnums else rows[0])
+    return per_out[0] if traced.single else tuple(per_out)
+
+
+def _sparse_hessian(spec, traced, var, outs, xs):
+    """Each block ``d² o / d a d b`` of a scalar output: the sparse Jacobian (in ``b``) of the
+    gradient in ``a``, laid out ``(a.size, b.size)`` like the scalar tier's."""
+    if not var.top:
+        raise tensor_sparse.NoSparsePattern(
+            "sparse=True is for a transform called at the top (its result a scipy.sparse matrix) -> got "
+            "one inside another transform -> drop sparse=True there.")
+    dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in xs))
+    per_out = []
+    for o in outs:
+        if o.shape != ():
+            raise tensor_sparse.NoSparsePattern(
+                f"a sparse Hessian on the array tier is of a scalar output -> got an output of shape {o.shape} -> "
+                "sum it to a scalar, or take sj.jacobian(sj.jacobian(f), sparse=True)-style blocks per entry "
+                "with sj.set_tier('scalar').")
+        grads = _gradient(o, xs)
+        rows = [[tensor_sparse.empty((a.size, b.size), dtype, spec.sparse) for b in xs] if gr is None
+                else [tensor_sparse.jacobian([gr], b, dtype, spec.sparse)[0] for b in xs]
+                for gr, a in zip(grads, xs, strict=True)]
+        grouped = var.group([_per_input(spec, row, var) for row in rows])
+        per_out.append(tuple(grouped) if spec.tuple_argnums else grouped[0])
     return per_out[0] if traced.single else tuple(per_out)
 
 

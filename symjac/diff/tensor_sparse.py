@@ -44,8 +44,14 @@ class NoSparsePattern(UnsupportedOperationError):
 
 def supports(products: Sequence) -> bool:
     """Whether the array tier builds these products (``Spec``s) with ``sparse=True`` on
-    some: one sparse Jacobian, not nested in another transform."""
-    return len(products) == 1 and products[0].kind == "jacobian"
+    some: one sparse Jacobian or Hessian, not nested in another transform."""
+    return len(products) == 1 and products[0].kind in ("jacobian", "hessian")
+
+
+def empty(shape2d: tuple[int, int], dtype, format: str) -> SparseBlock:
+    """A block with no entries (a derivative that is zero everywhere)."""
+    none = np.zeros(0, dtype=np.int64)
+    return SparseBlock(t.zeros((0,), dtype), none, none, shape2d, format)
 
 
 def _sps():

@@ -213,7 +213,7 @@ def _choose(request: Request, args: Sequence) -> tuple[Compiled | tensor.TensorP
         return _with_reason(_program(request, args), why)
     if choice == "scalar" or sparse:
         why = ("set by sj.set_tier('scalar')" if choice == "scalar"
-               else "sparse results other than a Jacobian's are built on it")
+               else "sparse results inside another transform are built on it")
         return _with_reason(_program(request, args), f"scalar tier: {why}")
     budget = _config.ARRAY_THRESHOLD
     try:

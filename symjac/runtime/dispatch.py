@@ -21,6 +21,7 @@ from .program import Compiled
 from .request import Request
 from .stats import STATS
 from .store import clock
+from .tensor import TensorProgram
 
 _build_lock = threading.RLock()
 
@@ -33,8 +34,8 @@ def _new_lock_after_fork() -> None:  # one held by another thread at a fork woul
 os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
-def compiled_for(request: Request, args: Sequence, start: bool = True) -> Compiled:
-    """The program for ``args``' shapes: from memory, or built now.  A program
+def compiled_for(request: Request, args: Sequence, start: bool = True) -> Compiled | TensorProgram:
+    """The program for ``args``' shapes (the scalar tier's or the array tier's): from memory, or built now.  A program
     built with ``start`` false (vmap's per-sample program: the batch kernel is
     what it needs) starts its own kernel on its first own call."""
     table = request.table  # a GuardedTable checks the function's guards first

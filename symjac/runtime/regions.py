@@ -386,7 +386,13 @@ def _program(r: Region) -> BatchProgram | None:
                              [(n,) for n in out_sizes], [dtype] * len(outs), None)
     if compiled.path is None:
         return None
-    return BatchProgram(compiled, [along_s for _, _, along_s, _ in r.inputs])
+    batch = BatchProgram(compiled, [along_s for _, _, along_s, _ in r.inputs])
+    # outputs whose every entry the kernel writes need no zeroing first (it skips exact zeros)
+    written = [set() for _ in outs]
+    for k, flat, _ in (*ssa.stores, *ssa.const_stores):
+        written[k].add(flat)
+    batch.region_full = [len(w) == size for w, size in zip(written, out_sizes, strict=True)]  # type: ignore[attr-defined]
+    return batch
 
 
 # ----- running ------------------------------------------------------------------------------
@@ -446,9 +452,14 @@ class RegionLoop(fused.FusedMap):
         assert batch is not None
         p, s = r.sig
         dtype = batch.dtype
-        n = s[0]
+        layouts = self.layouts
+        if not layouts:  # (once: each input's shape as the kernel reads it, each output's)
+            layouts = self.layouts = [(p if along_p else ()) + (s if along_s else ()) + (math.prod(trail),)
+                                      for _, along_p, along_s, trail in r.inputs]
+            self.out_shape = tuple((p + s + (max(1, math.prod(o.shape[len(p) + 1:])),), o.shape, full)
+                                   for o, full in zip(r.outputs, batch.region_full, strict=True))
         parts = []
-        for j, (x, (_, along_p, along_s, trail)) in enumerate(zip(values, r.inputs, strict=True)):
+        for j, (x, layout) in enumerate(zip(values, layouts, strict=True)):
             if not (x.flags.writeable and x.flags.c_contiguous and x.dtype == dtype):
                 ready = self.fixed.get(j)
                 if ready is not None and ready[0] is x:
@@ -458,11 +469,15 @@ class RegionLoop(fused.FusedMap):
                     if not x.flags.writeable:  # (a constant of the program: the same array every call)
                         self.fixed[j] = (x, converted)
                     x = converted
-            layout = (p if along_p else ()) + ((n,) if along_s else ()) + (math.prod(trail),)
-            parts.append((x.reshape(layout), along_p))
-        outs = [np.zeros(p + s + (max(1, math.prod(o.shape[len(p) + 1:])),), dtype=dtype) for o in r.outputs]
-        for index in np.ndindex(*p):
-            part = [x[index] if along else x for x, along in parts]
-            if not batch.run_ready(part, [o[index] for o in outs]):
+            parts.append(x.reshape(layout))
+        outs = [(np.empty if full else np.zeros)(shape, dtype=dtype) for shape, _, full in self.out_shape]
+        if not p:
+            if not batch.run_ready(parts, outs):
                 return None
-        return [o.reshape(m.shape) for o, m in zip(outs, r.outputs, strict=True)]
+        else:
+            along = [a for _, a, _, _ in r.inputs]
+            for index in np.ndindex(*p):
+                if not batch.run_ready([x[index] if a else x for x, a in zip(parts, along, strict=True)],
+                                       [o[index] for o in outs]):
+                    return None
+        return [o.reshape(shape) for o, (_, shape, _) in zip(outs, self.out_shape, strict=True)]

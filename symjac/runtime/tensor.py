@@ -42,7 +42,7 @@ def build(request: Request, args: Sequence, positions, names, specs, shape_of_ar
     ``specific``: the scalar tier could not trace it either, so an error of symjac's that
     says what the array tier needs (``minlength=`` for run-time bincount) is raised."""
     if any(s.sparse for s in request.products) and not tensor_sparse.supports(request.products):
-        return None, "scalar tier: sparse results other than a Jacobian's are built on the scalar tier"
+        return None, "scalar tier: sparse results inside another transform are built on the scalar tier"
     def make(name, shape, dtype_, index):  # an array the function reads from its objects: an input
         return tt.ReadTArray(t.input_(index, name, shape, dtype_))
 

@@ -396,8 +396,8 @@ def _inner(chain: Sequence[Spec], root: Callable, call: Callable | None, finish:
 def _trace(chain: Sequence[Spec], root: Callable, args: list, finish: Finish, top: bool,
            call: Callable | None, arrays: bool) -> Partial:
     spec = chain[0]
-    if arrays and spec.sparse and not (top and spec.kind == "jacobian"):
-        raise ArgumentError("sparse results other than a top-level Jacobian's are built on the scalar tier")
+    if arrays and spec.sparse and not (top and spec.kind in ("jacobian", "hessian")):
+        raise ArgumentError("sparse results inside another transform are built on the scalar tier")
     check_argnums(spec)
     primal, vectors = split_vectors(spec, args)
     fn, call = _inner(chain, root, call, finish, arrays)

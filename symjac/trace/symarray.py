@@ -714,9 +714,9 @@ def unsupported(label: str) -> UnsupportedOperationError:
     if any(label == name for name, _, _ in ARRAY_TIER_ONLY):
         return ArrayTierOnly(
             f"{label} is traced on the array tier only{user_location()}. This program is built on the "
-            "scalar tier (sj.set_tier('scalar'), or sparse=True on a product other than sj.jacobian, which "
-            "only the scalar tier gives sparse). Use the default tier choice (sj.set_tier('auto')), and "
-            "sparse=True only on sj.jacobian.", label
+            "scalar tier (sj.set_tier('scalar'), or sparse=True inside another transform, which only the "
+            "scalar tier gives). Use the default tier choice (sj.set_tier('auto')), and sparse=True on the "
+            "outermost transform.", label
         )
     return UnsupportedOperationError(
         f"{label} is not supported by symjac's tracer{user_location()}. symjac traces "
