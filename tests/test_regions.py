@@ -198,3 +198,77 @@ def test_constant_and_zero_entries_of_outputs(ran):
         jac_want = sj.jacobian(f)(b)
     for j in jac:
         np.testing.assert_allclose(j, jac_want, rtol=1e-13, atol=1e-13)
+
+
+# ----- random per-sample programs: the region kernels against NumPy's steps ------------------
+
+_M = RNG.normal(size=(4, 4)) / 2
+_ROW = {
+    "sin": np.sin,
+    "tanh": np.tanh,
+    "square": lambda a: a * a,
+    "soft": lambda a: np.sqrt(a * a + 1.0),
+    "at_M": lambda a: a @ _M,  # a product over the trailing axis (16 multiply-adds a sample)
+    "reverse": lambda a: a[:, ::-1],
+    "row_sum": lambda a: a * np.sum(a, axis=1, keepdims=True),
+    "leaky": lambda a: np.where(a > 0, a, 0.1 * a),
+    "rotate": lambda a: np.concatenate([a[:, 1:], a[:, :1]], axis=1),
+    "pairs": lambda a: (a.reshape(-1, 2, 2) * 2.0).reshape(-1, 4),
+}
+_ROW2 = {
+    "add": lambda a, b: a + b,
+    "mul": lambda a, b: a * b,
+    "max": np.maximum,
+    "splice": lambda a, b: np.concatenate([a[:, :2], b[:, 2:]], axis=1),
+    "dot": lambda a, b: a * np.einsum("ij,ij->i", a, b)[:, None],
+}
+
+
+def _row_program(steps):
+    def f(x):
+        regs = [x]
+        for s in steps:
+            if s[0] == "u":
+                regs.append(_ROW[s[1]](regs[s[2] % len(regs)]))
+            else:
+                regs.append(_ROW2[s[1]](regs[s[2] % len(regs)], regs[s[3] % len(regs)]))
+        return regs[-1] + 0.5 * regs[len(regs) // 2]
+    return f
+
+
+def test_random_per_sample_programs_give_numpys_values():
+    """Programs of row-wise operations on (2048, 4) arrays: values and JVPs by the region
+    kernels (compiled at once) against the same programs' NumPy steps."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    step = st.one_of(st.tuples(st.just("u"), st.sampled_from(sorted(_ROW)), st.integers(0, 5)),
+                     st.tuples(st.just("b"), st.sampled_from(sorted(_ROW2)), st.integers(0, 5), st.integers(0, 5)))
+    X = RNG.uniform(-1, 1, (2048, 4))
+    V = RNG.normal(size=(2048, 4))
+    served: list = []
+    real = regions.RegionLoop._run
+
+    def spy(self, values):
+        got = real(self, values)
+        served.append(got is not None)
+        return got
+
+    @hypothesis.settings(max_examples=8, deadline=None, derandomize=True,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(st.lists(step, min_size=3, max_size=7))
+    def check(steps):
+        f = _row_program(steps)
+        with sj.using_tier("array"), sj.compiling("never"):
+            want = [sj.jit(f)(X), sj.jvp(f)(X, V)]
+        with sj.using_tier("array"), sj.compiling("sync"):
+            runs = [[sj.jit(f)(X), sj.jvp(f)(X, V)] for _ in range(4)]  # (kernel and NumPy in turn, then the faster)
+        for got in runs:
+            for g_, w_ in zip(got, want, strict=True):
+                np.testing.assert_allclose(g_, w_, rtol=1e-11, atol=1e-11)
+
+    regions.RegionLoop._run = spy
+    try:
+        check()
+    finally:
+        regions.RegionLoop._run = real
+    assert any(served), "no region kernel served any of the programs"
