@@ -256,3 +256,24 @@ def test_a_sparse_hessian_of_a_vector_output_says_what_to_do():
     # the default tier choice builds it on the scalar tier, as before
     got = sj.hessian(lambda x: x**3, sparse=True)(np.array([1.0, 2.0]))
     assert got.shape == (4, 2)
+
+
+def test_a_changed_index_array_rebuilds_the_pattern():
+    """The pattern reads the constant index arrays: changing one in place (a closure's
+    integer array, watched by content) gives the new function's sparse Jacobian, not the
+    old pattern's."""
+    idx = np.array([0, 1, 2, 3])
+
+    def f(x):
+        return np.sin(x[idx]) * x[idx[::-1]]
+
+    x = _x(6)
+    with sj.using_tier("array"):
+        J = sj.jacobian(f, sparse=True)
+        first = J(x)
+        idx[:] = [5, 5, 4, 0]
+        second = J(x)
+        dense = sj.jacobian(f)(x)
+        assert J.info(x).tier == "array"
+    np.testing.assert_allclose(second.toarray(), dense, rtol=1e-14)
+    assert set(zip(*_entries(second), strict=True)) != set(zip(*_entries(first), strict=True))

@@ -114,15 +114,20 @@ def _take_key(take: t.Take, indices: Sequence[t.Node]) -> tuple:
 
 
 _MOVES: dict = {}
+#: element functions remembered by :func:`_moves` (forgotten all at once beyond this)
+_MOVES_KEPT = 4096
 
 
 def _moves(body: t.Body, k: int) -> bool:
     """Whether a map's element function has a derivative in its operand ``k`` that is not 0."""
     key = (body, k)
-    if key not in _MOVES:
+    moves = _MOVES.get(key)
+    if moves is None:
         (lin,) = accumulate.jvp([body.expr], [t.PH[k]], [t.PH[body.arity]])
-        _MOVES[key] = lin is not g.ZERO
-    return _MOVES[key]
+        if len(_MOVES) >= _MOVES_KEPT:
+            _MOVES.clear()
+        moves = _MOVES[key] = lin is not g.ZERO
+    return moves
 
 
 def _map(n: t.Node, ps: list):
