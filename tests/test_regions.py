@@ -272,3 +272,20 @@ def test_random_per_sample_programs_give_numpys_values():
     finally:
         regions.RegionLoop._run = real
     assert any(served), "no region kernel served any of the programs"
+
+
+def test_a_region_of_constants_is_computed_once_when_planned():
+    from symjac.runtime import tensor_eval
+
+    with t.building():
+        c = t.const(RNG.normal(size=(1000, 3)))
+        y = t.apply(lambda a: a * a + 1, [c], np.float64)
+        z = t.apply(lambda a, b: a * b - a, [y, c], np.float64)
+        assert [len(r.members) for r in regions.find(t.topo_order([z]), [z])] == [2]
+        x = _node((3,))
+        out = t.apply(lambda a, b: a + b, [t.einsum([z], ["ab"], "b"), x], np.float64)  # (over the samples)
+    plan = tensor_eval.Plan([out], 1, np.float64, fused.fuse)
+    assert not any(isinstance(loop, regions.RegionLoop) for loop in plan.fused)  # (nothing to compile)
+    X = RNG.normal(size=3)
+    C = c.param.value
+    np.testing.assert_allclose(plan.run([X])[0], ((C * C + 1) * C - (C * C + 1)).sum(axis=0) + X, rtol=1e-13)

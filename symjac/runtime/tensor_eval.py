@@ -982,18 +982,20 @@ class Plan:
         if op == "linalg":
             return LINALG[p], None
         if op == "region":
-            return self._region(p), None
+            return self._region(p, fold), None
         if op == "pick":
             return (lambda values: values[p]), None
         raise AssertionError(f"no evaluation for {op}")
 
-    def _region(self, r):
+    def _region(self, r, fold: bool = False):
         """A region's step (``regions.py``): its outputs by its kernel, or by its
-        members' own steps (NumPy) until the kernel is ready or where they measure faster."""
+        members' own steps (NumPy) until the kernel is ready or where they measure faster
+        (``fold``: computed once, here, by the steps)."""
         from . import regions
 
-        loop = regions.RegionLoop(r)
-        self.fused.append(loop)
+        loop = None if fold else regions.RegionLoop(r)
+        if loop is not None:
+            self.fused.append(loop)
         steps = [(m, self._function(m, fold=True)[0]) for m in r.members]  # (no compiled loops of their own)
         fills = {a: np.broadcast_to(np.full((), a.param[0], dtype=self.dtype), a.shape)
                  for m in r.members for a in m.args if a.op == "fill"}
@@ -1009,7 +1011,7 @@ class Plan:
                     for v in (values[o] for o in r.outputs)]
 
         def run(*xs):
-            return loop.outputs(xs, lambda: numpy_pass(xs))
+            return numpy_pass(xs) if loop is None else loop.outputs(xs, lambda: numpy_pass(xs))
         return run
 
     def _map(self, n: t.Node, fold: bool):
