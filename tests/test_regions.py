@@ -108,7 +108,7 @@ def test_a_region_stays_convex():
         total = t.einsum([y2], ["ab"], "b")  # (3,): over the samples
         z = t.apply(lambda a, b: a * b + a, [y2, total], np.float64)
         z2 = t.apply(lambda a: a / 2 + a * a, [z], np.float64)
-        found = regions.find(t.topo_order([z2]), [z2])
+        found = regions.find(t.topo_order([z2]), [z2], np.float64)
     owner = {m: k for k, r in enumerate(found) for m in r.members}
     assert owner.get(y) == owner.get(y2) is not None
     assert owner.get(z) != owner.get(y)
@@ -146,7 +146,7 @@ def test_regions_that_would_wait_for_each_other_are_dropped():
         n = t.apply(lambda a, b: a * b + a, [a2, b2], np.float64)  # joins a1's region, reading b2
         m = t.apply(lambda a, b: a - b * a, [b2, a1], np.float64)  # joins b1's region, reading a1
         roots = [n, m]
-        found = regions.find(t.topo_order(roots), roots)
+        found = regions.find(t.topo_order(roots), roots, np.float64)
     owner = {node: k for k, r in enumerate(found) for node in r.members}
     assert owner.get(a1) is not None and owner.get(a1) == owner.get(n)
     assert owner.get(b1) is None and owner.get(m) is None  # (the later region dropped)
@@ -168,11 +168,11 @@ def test_small_pieces_are_left_to_numpy():
         x = _node((500, 3))
         y = t.apply(lambda a: a * a + 1, [x], np.float64)
         z = t.apply(lambda a, b: a * b - a, [y, x], np.float64)
-        assert regions.find(t.topo_order([z]), [z]) == []
+        assert regions.find(t.topo_order([z]), [z], np.float64) == []
         big = _node((1000, 3))
         y = t.apply(lambda a: a * a + 1, [big], np.float64)
         z = t.apply(lambda a, b: a * b - a, [y, big], np.float64)
-        assert [len(r.members) for r in regions.find(t.topo_order([z]), [z])] == [2]
+        assert [len(r.members) for r in regions.find(t.topo_order([z]), [z], np.float64)] == [2]
 
 
 def test_constant_and_zero_entries_of_outputs(ran):
@@ -281,7 +281,7 @@ def test_a_region_of_constants_is_computed_once_when_planned():
         c = t.const(RNG.normal(size=(1000, 3)))
         y = t.apply(lambda a: a * a + 1, [c], np.float64)
         z = t.apply(lambda a, b: a * b - a, [y, c], np.float64)
-        assert [len(r.members) for r in regions.find(t.topo_order([z]), [z])] == [2]
+        assert [len(r.members) for r in regions.find(t.topo_order([z]), [z], np.float64)] == [2]
         x = _node((3,))
         out = t.apply(lambda a, b: a + b, [t.einsum([z], ["ab"], "b"), x], np.float64)  # (over the samples)
     plan = tensor_eval.Plan([out], 1, np.float64, fused.fuse)
@@ -289,3 +289,67 @@ def test_a_region_of_constants_is_computed_once_when_planned():
     X = RNG.normal(size=3)
     C = c.param.value
     np.testing.assert_allclose(plan.run([X])[0], ((C * C + 1) * C - (C * C + 1)).sum(axis=0) + X, rtol=1e-13)
+
+
+def test_region_outputs_never_share_memory_with_reused_arrays():
+    """A cast member hands out its operand itself (another step's array, drawn from the
+    plan's pool): the region's NumPy steps copy it, so the next call does not overwrite it."""
+    n = 4000
+    m = RNG.random((n, 3)) < 0.5
+    y = RNG.normal(size=(n, 3))
+
+    def f(x):
+        c = np.where(m, x, x * x).astype(np.float64)
+        return c, np.sin(c) * c + y * c
+
+    x1, x2 = (RNG.normal(size=(n, 3)).astype(np.float32) for _ in range(2))
+    with sj.using_tier("array"), sj.compiling("never"):
+        T = sj.jit(f)
+        c1, _ = T(x1)
+        kept = c1.copy()
+        c2, _ = T(x2)
+    np.testing.assert_array_equal(c1, kept)
+    assert not np.shares_memory(c1, c2)
+
+
+def test_a_region_computes_in_the_programs_dtype():
+    """A float32 member first, float64 results: the kernel computes in float64, as the
+    program's NumPy steps do (not in the first member's float32)."""
+    x = RNG.normal(size=(3000, 3)).astype(np.float32)
+    y = RNG.normal(size=(3000, 3))
+
+    def f(x, y):
+        a = (np.sin(x) * x).astype(np.float64)
+        return a * y + y * y
+
+    with sj.using_tier("array"), sj.compiling("never"):
+        want = sj.jit(f)(x, y)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [sj.jit(f)(x, y) for _ in range(6)]
+    for g_ in got:
+        assert g_.dtype == np.float64
+        np.testing.assert_allclose(g_, want, rtol=1e-14, atol=1e-14)
+
+
+def test_empty_trailing_blocks_and_read_only_arguments():
+    x = RNG.normal(size=(3000, 3))
+
+    def f(x):
+        y = np.sin(x) * x
+        z = y * np.sum(y * x, axis=1, keepdims=True)
+        return z, z[:, 3:]
+
+    with sj.using_tier("array"), sj.compiling("sync"):
+        for _ in range(4):
+            z, empty = sj.jit(f)(x)
+            assert empty.shape == (3000, 0)
+    # a caller's read-only view of an array it updates: read again on every call
+    buf = RNG.normal(size=(3000, 3))
+    view = buf.view()
+    view.flags.writeable = False
+    g = lambda a: np.sin(a) * np.sum(a * a, axis=1, keepdims=True)  # noqa: E731
+    with sj.using_tier("array"), sj.compiling("sync"):
+        T = sj.jit(g)
+        for _ in range(8):
+            buf[:] = RNG.normal(size=(3000, 3))
+            np.testing.assert_allclose(T(view), g(buf), rtol=1e-13, atol=1e-13)

@@ -277,3 +277,27 @@ def test_a_changed_index_array_rebuilds_the_pattern():
         assert J.info(x).tier == "array"
     np.testing.assert_allclose(second.toarray(), dense, rtol=1e-14)
     assert set(zip(*_entries(second), strict=True)) != set(zip(*_entries(first), strict=True))
+
+
+def test_each_sparse_block_has_its_outputs_dtype():
+    f = lambda x: (np.sin(x) * x[::-1], np.arange(4.0) * 2.0)  # noqa: E731
+    x = _x(4).astype(np.float32)
+    with sj.using_tier("array"):
+        got = sj.jacobian(f, sparse=True)(x)
+        dense = sj.jacobian(f)(x)
+    assert [g.dtype for g in got] == [d.dtype for d in dense]
+
+
+def test_sparse_on_the_outermost_of_two_transforms():
+    """sj.jacobian(sj.grad(f), sparse=True): the sparse Hessian pattern through a gradient,
+    on the array tier (np.bincount: the array tier only)."""
+    idx = np.array([0, 2, 2, 4])
+
+    def f(x):
+        return np.sum(np.bincount(idx, weights=x[:4] ** 2, minlength=5) * x)
+
+    x = _x(5)
+    with sj.using_tier("array"):
+        got = sj.jacobian(sj.grad(f), sparse=True)(x)
+        dense = sj.hessian(f)(x)
+    np.testing.assert_allclose(got.toarray(), dense, rtol=1e-13, atol=1e-13)

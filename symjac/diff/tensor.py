@@ -97,7 +97,7 @@ def _jacobian(spec, traced, var, vectors):
             raise tensor_sparse.NoSparsePattern(
                 "sparse=True is for a transform called at the top (its result a scipy.sparse matrix) -> got "
                 "one inside another transform -> drop sparse=True there.")
-        per_x = [tensor_sparse.jacobian(outs, x, _derivative_dtype(*(o.dtype for o in outs), x.dtype), spec.sparse)
+        per_x = [tensor_sparse.jacobian(outs, x, [_derivative_dtype(o.dtype, x.dtype) for o in outs], spec.sparse)
                  for x in var.nodes]
         return _structure(traced, spec, [[per_x[m][k] for m in range(len(var.nodes))] for k in range(len(outs))], var)
     for o in outs:
@@ -188,7 +188,7 @@ def _sparse_hessian(spec, traced, var, outs, xs):
                 "with sj.set_tier('scalar').")
         grads = _gradient(o, xs)
         rows = [[tensor_sparse.empty((a.size, b.size), dtype, spec.sparse) for b in xs] if gr is None
-                else [tensor_sparse.jacobian([gr], b, dtype, spec.sparse)[0] for b in xs]
+                else [tensor_sparse.jacobian([gr], b, [dtype], spec.sparse)[0] for b in xs]
                 for gr, a in zip(grads, xs, strict=True)]
         grouped = var.group([_per_input(spec, row, var) for row in rows])
         per_out.append(tuple(grouped) if spec.tuple_argnums else grouped[0])

@@ -43,9 +43,9 @@ class NoSparsePattern(UnsupportedOperationError):
 
 
 def supports(products: Sequence) -> bool:
-    """Whether the array tier builds these products (``Spec``s) with ``sparse=True`` on
-    some: one sparse Jacobian or Hessian, not nested in another transform."""
-    return len(products) == 1 and products[0].kind in ("jacobian", "hessian")
+    """Whether the array tier builds these products (``Spec``s, the outermost first) with
+    ``sparse=True`` on some: on the outermost only (a Jacobian or a Hessian)."""
+    return products[0].kind in ("jacobian", "hessian") and not any(s.sparse for s in products[1:])
 
 
 def empty(shape2d: tuple[int, int], dtype, format: str) -> SparseBlock:
@@ -344,9 +344,9 @@ class SparseBlock:
         return int(self.rows.size)
 
 
-def jacobian(outs: list[t.Node], x: t.Node, dtype, format: str) -> list[SparseBlock]:
-    """The sparse blocks ``d outs[k] / d x`` (each ``(outs[k].size, x.size)``), from one batch
-    of compressed forward sweeps shared by every output."""
+def jacobian(outs: list[t.Node], x: t.Node, dtypes: Sequence, format: str) -> list[SparseBlock]:
+    """The sparse blocks ``d outs[k] / d x`` (each ``(outs[k].size, x.size)``, of ``dtypes[k]``),
+    from one batch of compressed forward sweeps shared by every output."""
     found = patterns(outs, x)
     sps = _sps()
     per_out = [found[o] if o in found else sps.csr_matrix((o.size, x.size), dtype=np.int8) for o in outs]
@@ -362,7 +362,7 @@ def jacobian(outs: list[t.Node], x: t.Node, dtype, format: str) -> list[SparseBl
         for o, b in zip(moving, tb.batch([tangents[o] for o in moving], {tangent: seeds}, (n_colors,)), strict=True):
             batched[o] = b
     blocks = []
-    for o, p in zip(outs, per_out, strict=True):
+    for o, p, dtype in zip(outs, per_out, dtypes, strict=True):
         coo = p.tocoo()
         order = np.lexsort((coo.col, coo.row) if format == "csr" else (coo.row, coo.col))
         rows, cols = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)

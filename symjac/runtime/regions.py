@@ -61,7 +61,7 @@ class Role:
 def signature(n: t.Node) -> tuple | None:
     """``(P, S)``: the batch axes in front (none or one, at most ``fused.MAX_PEELED``
     indices) and the sample axis of a node that may be a member, or None."""
-    if n.dtype.kind != "f" or n.ndim == 0:
+    if n.dtype.kind != "f" or n.ndim == 0 or n.size == 0:
         return None
     for k in (0, 1):
         if n.ndim <= k or math.prod(n.shape[:k]) > fused.MAX_PEELED:
@@ -163,10 +163,11 @@ class Region:
     roles: dict  #: member -> how it reads each operand (:func:`roles`)
 
 
-def find(order: Sequence[t.Node], outputs: Sequence[t.Node]) -> list[Region]:
-    """The regions of a program (``order``: its nodes, operands first): each member
-    joins the region of one of its operands where the region stays *convex* (no path
-    leaves it and comes back: no input of a member depends on the region)."""
+def find(order: Sequence[t.Node], outputs: Sequence[t.Node], dtype: np.dtype) -> list[Region]:
+    """The regions of a program (``order``: its nodes, operands first; ``dtype``: the
+    program's compute dtype, its kernels'): each member joins the region of one of its
+    operands where the region stays *convex* (no path leaves it and comes back: no input
+    of a member depends on the region)."""
     region_of: dict = {}
     sigs: list[tuple] = []
     members: list[list] = []
@@ -217,7 +218,7 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node]) -> list[Region]:
                     continue
                 inputs.setdefault((a, r.along_p, r.along_s, r.trail), None)
         outs = [m for m in ms if m in used_outside]
-        regions.append(Region(sigs[rid], ms, list(inputs), outs, ms[0].dtype, {m: node_roles[m] for m in ms}))
+        regions.append(Region(sigs[rid], ms, list(inputs), outs, np.dtype(dtype), {m: node_roles[m] for m in ms}))
     return _acyclic(order, regions)
 
 
@@ -402,12 +403,13 @@ class RegionLoop(fused.FusedMap):
     """A region's kernel: built, compiled and chosen against NumPy's steps like a fused
     element function (``fused.FusedMap``), run over the samples once per index of ``P``."""
 
-    __slots__ = ("region", "fixed")
+    __slots__ = ("region", "constant", "fixed")
 
-    def __init__(self, region: Region):
+    def __init__(self, region: Region, constant: set):
         super().__init__(None, [], (), ())
         self.region = region
-        #: inputs that are constants of the program, converted once (the kernel takes writable arrays)
+        self.constant = constant  #: the positions of inputs that are constants of the program
+        #: those inputs converted once (the kernel takes writable arrays; a constant is read-only)
         self.fixed: dict = {}
 
     def _build(self) -> None:
@@ -452,25 +454,27 @@ class RegionLoop(fused.FusedMap):
         assert batch is not None
         p, s = r.sig
         dtype = batch.dtype
-        layouts = self.layouts
-        if not layouts:  # (once: each input's shape as the kernel reads it, each output's)
-            layouts = self.layouts = [(p if along_p else ()) + (s if along_s else ()) + (math.prod(trail),)
-                                      for _, along_p, along_s, trail in r.inputs]
-            self.out_shape = tuple((p + s + (max(1, math.prod(o.shape[len(p) + 1:])),), o.shape, full)
-                                   for o, full in zip(r.outputs, batch.region_full, strict=True))
+        shapes = self.layouts
+        if not shapes:  # (once, published whole: each input's shape as the kernel reads it, each output's)
+            shapes = self.layouts = (
+                [(p if along_p else ()) + (s if along_s else ()) + (math.prod(trail),)
+                 for _, along_p, along_s, trail in r.inputs],
+                [(p + s + (max(1, math.prod(o.shape[len(p) + 1:])),), o.shape, full)
+                 for o, full in zip(r.outputs, batch.region_full, strict=True)])
+        layouts, out_shapes = shapes
         parts = []
         for j, (x, layout) in enumerate(zip(values, layouts, strict=True)):
             if not (x.flags.writeable and x.flags.c_contiguous and x.dtype == dtype):
-                ready = self.fixed.get(j)
+                ready = self.fixed.get(j) if j in self.constant else None
                 if ready is not None and ready[0] is x:
                     x = ready[1]
                 else:
                     converted = np.require(x, dtype, ("C", "W"))
-                    if not x.flags.writeable:  # (a constant of the program: the same array every call)
+                    if j in self.constant:  # (the same array every call)
                         self.fixed[j] = (x, converted)
                     x = converted
             parts.append(x.reshape(layout))
-        outs = [(np.empty if full else np.zeros)(shape, dtype=dtype) for shape, _, full in self.out_shape]
+        outs = [(np.empty if full else np.zeros)(shape, dtype=dtype) for shape, _, full in out_shapes]
         if not p:
             if not batch.run_ready(parts, outs):
                 return None
@@ -480,4 +484,4 @@ class RegionLoop(fused.FusedMap):
                 if not batch.run_ready([x[index] if a else x for x, a in zip(parts, along, strict=True)],
                                        [o[index] for o in outs]):
                     return None
-        return [o.reshape(shape) for o, (_, shape, _) in zip(outs, self.out_shape, strict=True)]
+        return [o.reshape(shape) for o, (_, shape, _) in zip(outs, out_shapes, strict=True)]

@@ -841,7 +841,7 @@ class Plan:
         if fuse is not None:  # pieces computed per sample by one kernel each (``regions.py``)
             from . import regions
 
-            outputs = regions.rewrite(outputs, regions.find(t.topo_order(outputs), outputs))
+            outputs = regions.rewrite(outputs, regions.find(t.topo_order(outputs), outputs, np.dtype(dtype)))
         #: integer inputs whose entries must lie in ``0 .. stop - 1`` (``.index``, ``.stop``, ``.what``)
         self.bounds = tuple(bounds)
         self.dtype = np.dtype(dtype)
@@ -874,6 +874,7 @@ class Plan:
         for o in outputs:
             storage_end[storage[o]] = len(order)
         known: dict = {}  # node -> its value, for nodes of constants only
+        self._known = known  # (what a region's step asks of its inputs while the steps are planned)
         releases: dict = {}  # step slot -> slots whose pooled arrays are free after it
         with np.errstate(all="ignore"):
             for n in order:
@@ -901,6 +902,7 @@ class Plan:
                     self.steps.append((fn, [slot[a] for a in n.args], k, free, pooled))
                     continue
                 self.fixed.append((k, known[n]))
+        del self._known
         self.steps = [(fn, args, k, free, pooled, tuple(releases.get(k, ()))) for fn, args, k, free, pooled in self.steps]
         self.out_slots = [slot[o] for o in outputs]
         # a result that is (a view of) a leaf, a constant or another result is copied
@@ -993,21 +995,22 @@ class Plan:
         (``fold``: computed once, here, by the steps)."""
         from . import regions
 
-        loop = None if fold else regions.RegionLoop(r)
+        inputs = [a for a, *_ in r.inputs]
+        loop = None if fold else regions.RegionLoop(r, {j for j, a in enumerate(inputs) if a in self._known})
         if loop is not None:
             self.fused.append(loop)
         steps = [(m, self._function(m, fold=True)[0]) for m in r.members]  # (no compiled loops of their own)
         fills = {a: np.broadcast_to(np.full((), a.param[0], dtype=self.dtype), a.shape)
                  for m in r.members for a in m.args if a.op == "fill"}
-        inputs = [a for a, *_ in r.inputs]
 
         def numpy_pass(xs):
             values = dict(fills)
             values.update(zip(inputs, xs, strict=True))
             for m, fn in steps:
                 values[m] = fn(*[values[a] for a in m.args])
-            # (a view of an operand is copied: an output never shares an input's memory)
-            return [v.copy() if isinstance(v, np.ndarray) and v.base is not None else v
+            # (an input, or a view of one, is copied: an output never shares an input's memory, which
+            # may be another step's pooled array, written again by the next call)
+            return [v.copy() if isinstance(v, np.ndarray) and (v.base is not None or any(v is x for x in xs)) else v
                     for v in (values[o] for o in r.outputs)]
 
         def run(*xs):
