@@ -195,7 +195,7 @@ def test_chains_of_element_functions_merge_into_one_map(fresh, monkeypatch):
     Laplacian's ``f'(x) * L + f''(x) * S``): fewer steps, the same values."""
     from symjac.runtime import regions, tensor_eval
 
-    monkeypatch.setattr(regions, "find", lambda order, outputs: [])  # (regions would take both programs whole)
+    monkeypatch.setattr(regions, "find", lambda order, outputs, dtype: [])  # (regions would take both programs whole)
     W1, W2 = RNG.normal(size=(16, 2)), RNG.normal(size=(1, 16)) / 4
     P = RNG.uniform(-1, 1, (300, 2))
 
