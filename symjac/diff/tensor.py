@@ -93,10 +93,7 @@ def _structure(traced, spec: Spec, blocks, var):
 def _jacobian(spec, traced, var, vectors):
     outs = [o.node for o in traced.arrays]
     if spec.sparse:
-        if not var.top:
-            raise tensor_sparse.NoSparsePattern(
-                "sparse=True is for a transform called at the top (its result a scipy.sparse matrix) -> got "
-                "one inside another transform -> drop sparse=True there.")
+        _top_only(var)
         per_x = [tensor_sparse.jacobian(outs, x, [_derivative_dtype(o.dtype, x.dtype) for o in outs], spec.sparse)
                  for x in var.nodes]
         return _structure(traced, spec, [[per_x[m][k] for m in range(len(var.nodes))] for k in range(len(outs))], var)
@@ -171,13 +168,17 @@ def _hessian(spec, traced, var, vectors):
     return per_out[0] if traced.single else tuple(per_out)
 
 
-def _sparse_hessian(spec, traced, var, outs, xs):
-    """Each block ``d² o / d a d b`` of a scalar output: the sparse Jacobian (in ``b``) of the
-    gradient in ``a``, laid out ``(a.size, b.size)`` like the scalar tier's."""
+def _top_only(var) -> None:
     if not var.top:
         raise tensor_sparse.NoSparsePattern(
             "sparse=True is for a transform called at the top (its result a scipy.sparse matrix) -> got "
             "one inside another transform -> drop sparse=True there.")
+
+
+def _sparse_hessian(spec, traced, var, outs, xs):
+    """Each block ``d² o / d a d b`` of a scalar output: the sparse Jacobian (in ``b``) of the
+    gradient in ``a``, laid out ``(a.size, b.size)`` like the scalar tier's."""
+    _top_only(var)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in xs))
     per_out = []
     for o in outs:

@@ -100,22 +100,27 @@ class FusedMap:
     def run(self, operands: Sequence, out: np.ndarray | None, shape: tuple, numpy_pass: Callable):
         """The map's value: written into ``out`` (or a new array of ``shape``) by
         the kernel, or ``numpy_pass()``'s."""
+        return self.served(int(np.prod(shape)).bit_length(), lambda: self._kernel(operands, out, shape), numpy_pass)
+
+    def served(self, size: int, kernel: Callable, numpy_pass: Callable):
+        """``kernel()``'s value (None: the kernel is not there, nothing was written) or
+        ``numpy_pass()``'s: NumPy until the kernel is ready, then each in turn on the first
+        calls of the size class ``size``, then the faster of the two."""
         batch = self.batch
         if batch is None or batch.kernel is None:
             return numpy_pass()
-        size = int(np.prod(shape)).bit_length()
         choice = self.trials.get(size)
         if choice is False:
             return numpy_pass()
         if choice is None:
             choice = self.trials[size] = ([], [])
         if choice is True:
-            value = self._kernel(operands, out, shape)
+            value = kernel()
             return numpy_pass() if value is None else value
         fused_times, numpy_times = choice
         start = _clock()
         if len(fused_times) <= len(numpy_times):
-            value = self._kernel(operands, out, shape)
+            value = kernel()
             if value is None:  # (the kernel went meanwhile)
                 return numpy_pass()
             fused_times.append(_clock() - start)
@@ -210,17 +215,25 @@ def _program(body: t.Body, dtype: np.dtype, batched: list[bool], trails: list[tu
     work = sum(op not in ("load", "const") for op, _, _ in ssa.ops)
     if not ssa.stores or work < 2 * len(entries) or len(ssa.ops) > MAX_OPS:
         return None  # constants, one operation an entry (NumPy's single pass), or too big a block
+    return batch_program(ssa, "map", sizes, [len(entries)], dtype, batched, "an element function of an array program")
+
+
+def batch_program(ssa: ssa_program.Program, kind: str, sizes: list[int], out_sizes: list[int], dtype: np.dtype,
+                  batched: list[bool], title: str) -> BatchProgram | None:
+    """The batch kernel of a per-sample program of the array tier (input ``k`` has
+    ``sizes[k]`` entries a sample, batched or shared), named by its content; None where
+    no kernel can be kept (NumPy serves)."""
     spec = ssa_program.KernelSpec(
-        name=kernels.kernel_name(f"map_{dtype.name}_{_cache.source_digest(repr((ssa.ops, ssa.stores)))[:16]}"),
+        name=kernels.kernel_name(f"{kind}_{dtype.name}_{_cache.source_digest(repr((ssa.ops, ssa.stores)))[:16]}"),
         inputs=[(f"x{k}", (size,)) for k, size in enumerate(sizes)],
-        outputs=[(len(entries),)],
+        outputs=[(n,) for n in out_sizes],
         dtype=dtype,
-        title="an element function of an array program",
+        title=title,
     )
     compiled = compiled_from(ssa, spec, [(k, None) for k in range(len(sizes))], [(n,) for n in sizes],
-                             [(len(entries),)], [dtype], None)
+                             [(n,) for n in out_sizes], [dtype] * len(out_sizes), None)
     if compiled.path is None:
-        return None  # nowhere to keep a kernel: NumPy serves
+        return None  # nowhere to keep a kernel
     return BatchProgram(compiled, batched)
 
 

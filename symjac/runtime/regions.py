@@ -23,21 +23,17 @@ measures faster, the region's own nodes run as NumPy steps.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
 
-from ..backend import kernels
 from ..backend import ssa as ssa_program
 from ..ir import graph as g
 from ..ir import tensor as t
 from . import fused
 from .batch import BatchProgram
-from .jit import cache as _cache
-from .program import compiled_from
 
 #: a member's trailing block has at most this many entries
 MAX_TRAIL = 64
@@ -374,20 +370,11 @@ def _program(r: Region) -> BatchProgram | None:
     ssa = ssa_program.lower(symbols, outs)
     if not ssa.stores or len(ssa.ops) > fused.MAX_OPS:
         return None
-    dtype = np.dtype(r.dtype)
     out_sizes = [max(1, x.size) for x in outs]
-    spec = ssa_program.KernelSpec(
-        name=kernels.kernel_name(f"region_{dtype.name}_{_cache.source_digest(repr((ssa.ops, ssa.stores)))[:16]}"),
-        inputs=[(f"x{j}", (size,)) for j, size in enumerate(sizes)],
-        outputs=[(n,) for n in out_sizes],
-        dtype=dtype,
-        title="a region of an array program, per sample",
-    )
-    compiled = compiled_from(ssa, spec, [(j, None) for j in range(len(sizes))], [(n,) for n in sizes],
-                             [(n,) for n in out_sizes], [dtype] * len(outs), None)
-    if compiled.path is None:
+    batch = fused.batch_program(ssa, "region", sizes, out_sizes, np.dtype(r.dtype),
+                                [along_s for _, _, along_s, _ in r.inputs], "a region of an array program, per sample")
+    if batch is None:
         return None
-    batch = BatchProgram(compiled, [along_s for _, _, along_s, _ in r.inputs])
     # outputs whose every entry the kernel writes need no zeroing first (it skips exact zeros)
     written = [set() for _ in outs]
     for k, flat, _ in (*ssa.stores, *ssa.const_stores):
@@ -424,30 +411,7 @@ class RegionLoop(fused.FusedMap):
 
     def outputs(self, values: Sequence, numpy_pass: Callable[[], list]) -> list:
         """The region's outputs: the kernel's (once ready, where it measures faster) or ``numpy_pass()``'s."""
-        batch = self.batch
-        if batch is None or batch.kernel is None:
-            return numpy_pass()
-        choice = self.trials.get(0)
-        if choice is False:
-            return numpy_pass()
-        if choice is True:
-            got = self._run(values)
-            return numpy_pass() if got is None else got
-        if choice is None:
-            choice = self.trials[0] = ([], [])
-        fused_times, numpy_times = choice
-        start = fused._clock()
-        if len(fused_times) <= len(numpy_times):
-            got = self._run(values)
-            if got is None:
-                return numpy_pass()
-            fused_times.append(fused._clock() - start)
-        else:
-            got = numpy_pass()
-            numpy_times.append(fused._clock() - start)
-        if len(numpy_times) >= self.TRIALS:
-            self.trials[0] = statistics.median(fused_times) <= statistics.median(numpy_times)
-        return got
+        return self.served(0, lambda: self._run(values), numpy_pass)
 
     def _run(self, values: Sequence) -> list | None:
         r, batch = self.region, self.batch
