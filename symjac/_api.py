@@ -390,24 +390,21 @@ class Transform:
             return pytree.unflatten(tree, list(result)) if tree is not None else result
         shapes = [structure[a] if a < len(structure) else None for a in spec.argnums]
 
-        def per_argnum(value: Any) -> Any:
+        def per_argnum(value: Any, levels: int) -> Any:
+            """``levels`` input levels, outermost first: per argnum (a tuple with tuple argnums),
+            a container argument's entries (one per leaf) rebuilt into its container."""
+            if not levels:
+                return value
             parts = list(value) if spec.tuple_argnums else [value]
-            parts = [p if s is None else pytree.unflatten(s, p) for p, s in zip(parts, shapes, strict=True)]
+            parts = [per_argnum(p, levels - 1) if s is None else
+                     pytree.unflatten(s, [per_argnum(leaf, levels - 1) for leaf in p])
+                     for p, s in zip(parts, shapes, strict=True)]
             return tuple(parts) if spec.tuple_argnums else parts[0]
 
-        if nesting == (INPUT,):
-            return per_argnum(result)
+        if nesting[0] == INPUT:
+            return per_argnum(result, len(nesting))
         single = compiled.single_output
-        outs = [result] if single else list(result)
-        if nesting == (OUTPUT, INPUT):
-            outs = [per_argnum(o) for o in outs]
-        else:  # (OUTPUT, INPUT, INPUT), hessian: [argnum][argnum], each a container's per-leaf tuple where it is one
-            def hessian(o: Any) -> Any:
-                rows = list(o) if spec.tuple_argnums else [o]
-                fixed = [per_argnum(r) if s is None else pytree.unflatten(s, [per_argnum(x) for x in r])
-                         for r, s in zip(rows, shapes, strict=True)]
-                return tuple(fixed) if spec.tuple_argnums else fixed[0]
-            outs = [hessian(o) for o in outs]
+        outs = [per_argnum(o, len(nesting) - 1) for o in ([result] if single else list(result))]
         if tree is not None:  # outputs outer, arguments inner, as JAX's jacrev
             return pytree.unflatten(tree, outs)
         return outs[0] if single else tuple(outs)

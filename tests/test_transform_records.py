@@ -9,7 +9,7 @@ import symjac as sj
 from symjac import __main__ as cli
 from symjac.diff import products
 from symjac.diff import tensor as tensor_products
-from symjac.ir.transforms import INPUT, KINDS, OUTPUT, RECORDS, VECTOR, Spec
+from symjac.ir.transforms import INPUT, KINDS, OUTPUT, RECORDS, STEPS, VECTOR, Kind, Spec, nesting
 from symjac.show import explain
 
 pytestmark = pytest.mark.usefixtures("tape_only")
@@ -56,13 +56,26 @@ def test_names_labels_and_command_line_names_are_unique():
 # ----- every reader covers every record -------------------------------------------------------
 
 
-def test_both_tiers_compute_every_record():
-    assert set(products._FINISH) == set(KINDS)
-    assert set(tensor_products._FINISH) == set(KINDS)
+def test_both_tiers_implement_every_step_and_every_record_is_made_of_steps():
+    assert set(products._STEPS) == set(tensor_products._STEPS) == set(STEPS)
+    for record in RECORDS:
+        assert set(record.steps) <= set(STEPS)
+        assert record.result == nesting(record.steps)
 
 
-def test_explain_writes_every_record_as_a_formula():
-    assert set(explain._FORMULAS) == set(KINDS)
+@pytest.mark.parametrize("steps, why", [
+    (("jvp", "vjp"), "must be the first step"),
+    (("trace",), "pairs a level with a last input level"),
+    (("jacobian", "gradient"), "takes one scalar"),
+    (("curl",), "is none of jacobian, jvp"),
+])
+def test_a_chain_the_steps_cannot_make_is_refused(steps, why):
+    with pytest.raises(ValueError, match=why):
+        nesting(steps)
+
+
+def test_explain_writes_hand_written_formulas_only_for_records():
+    assert set(explain._FORMULAS) <= set(KINDS)
 
 
 def test_the_command_line_offers_every_record():
@@ -153,3 +166,93 @@ def test_an_unknown_transform_is_refused_with_the_list():
 
 def test_a_spec_reads_its_record():
     assert Spec("hvp", (0,), False, 1).transform is KINDS["hvp"]
+
+
+# ----- a new transform is one record ---------------------------------------------------------------
+# Records made here, in the test, and nowhere else: each one is computed by both tiers from
+# its steps, called through sj.Transform, shown and explained, with no code of its own.
+
+NEW = {
+    "third": Kind("third", "T", "third derivative", ("jacobian", "jacobian", "jacobian"), order=3),
+    "grad_div": Kind("grad_div", "gd", "gradient of divergence", ("jacobian", "trace", "gradient"), order=2,
+                     output="field", single_argnum=True),
+    "laplacians": Kind("laplacians", "L", "laplacian per output", ("jacobian", "jacobian", "trace"), order=2),
+    "jvp_of_jacobian": Kind("jvp_of_jacobian", "Jv'", "jvp of jacobian", ("jacobian", "jvp"), order=2, vector="v"),
+}
+
+
+@pytest.fixture
+def new_records(monkeypatch):
+    for name, record in NEW.items():
+        monkeypatch.setitem(KINDS, name, record)
+
+
+def _vector(x):
+    return np.stack([np.sum(np.sin(x) * x**2), np.exp(np.sum(np.cos(x))) * x[0]])
+
+
+def _field(x):
+    return np.sin(x) * x[::-1] ** 2
+
+
+def _reference(name, x, v):
+    if name == "third":
+        return sj.jacobian(sj.hessian(_vector))(x)
+    if name == "grad_div":
+        return sj.grad(sj.divergence(_field))(x)
+    if name == "laplacians":
+        return np.array([sj.laplacian(lambda x, k=k: _vector(x)[k])(x) for k in range(2)])
+    return sj.jvp(sj.jacobian(_vector))(x, v)
+
+
+@pytest.mark.usefixtures("new_records")
+@pytest.mark.parametrize("tier", ["scalar", "array"])
+@pytest.mark.parametrize("name", list(NEW))
+def test_a_new_record_is_a_transform_on_both_tiers(name, tier):
+    record = NEW[name]
+    f = _field if record.output == "field" else _vector
+    x, v = np.array([0.3, -0.7, 1.1]), np.array([0.5, 2.0, -1.0])
+    args = (x, v) if record.vector else (x,)
+    want = _reference(name, x, v)
+    with sj.using_tier(tier):
+        transform = sj.Transform(f, name)
+        got = transform(*args)
+        assert transform.info(*args).why.startswith(f"{tier} tier")
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    expected = sum(((np.shape(f(x)) if axis == OUTPUT else x.shape) for axis in record.result), ())
+    if "trace" not in record.steps:
+        assert np.shape(got) == expected
+
+
+@pytest.mark.usefixtures("new_records")
+@pytest.mark.parametrize("tier", ["scalar", "array"])
+def test_a_new_record_nests_per_argnum_as_its_steps_say(tier):
+    """Three input levels: [argnum][argnum][argnum] for a tuple argnums, as
+    sj.jacobian(sj.hessian(f, argnums=(0, 1)), argnums=(0, 1)) nests them."""
+    def f(x, w):
+        return np.sum(np.sin(x * w) * x**2) + w[0] ** 3 * x[1]
+
+    x, w = np.array([0.3, -0.7, 1.1]), np.array([0.2, 0.4, -0.9])
+    with sj.using_tier(tier):
+        got = sj.Transform(f, "third", argnums=(0, 1))(x, w)
+    want = sj.jacobian(sj.hessian(f, argnums=(0, 1)), argnums=(0, 1))(x, w)
+    for a in range(2):
+        for b in range(2):
+            for c in range(2):
+                np.testing.assert_allclose(got[a][b][c], want[a][b][c], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.usefixtures("new_records")
+def test_a_new_record_is_shown_and_explained_from_its_steps(capsys):
+    x = np.array([0.3, -0.7, 1.1])
+    text = str(sj.Transform(_field, "grad_div").show(x))
+    assert text.startswith("gradient of divergence of ") and "\n  gd[" in text
+    sj.explain(sj.Transform(_field, "grad_div"), x)
+    printed = capsys.readouterr().out
+    assert "the result is jacobian, then trace, then gradient" in printed
+    assert "D1[i, j] = ∂y[i] / ∂x[j], shape (3, 3)" in printed
+    assert "D2 = Σ_i D1[i, i], shape ()" in printed
+    assert "result[k] = ∂D2 / ∂x[k], shape (3,)" in printed
+    sj.explain(sj.Transform(_vector, "grad_div"), x)  # a trace the output's shape does not fit
+    assert "✗ grad_div traces D1 over x's indices, but D1 has shape (2, 3)" in capsys.readouterr().out

@@ -1,6 +1,6 @@
-"""What each transform computes, symbolically: one function per record of
-``ir/transforms.py`` (which states each transform's shape contract), the
-second half of every product.
+"""What each transform computes, symbolically: the derivative steps of
+``ir/transforms.py`` (``STEPS``), each written once here and composed for every
+record by its ``steps``; the second half of every product.
 
 The first half, tracing the function, is the trace stage's
 (``trace/products.py``); :func:`finish` differentiates what it traced.  The
@@ -19,7 +19,7 @@ import numpy as np
 from .._config import LIMITS
 from .._errors import NonScalarOutputError, ResourceLimitError, ShapeError
 from ..ir import graph as g
-from ..ir.transforms import KINDS, Partial, Spec
+from ..ir.transforms import INPUT, KINDS, OUTPUT, Partial, nesting
 from ..trace.symarray import SymArray, from_nodes, from_object_array
 from . import accumulate as _diff
 from .blocks import Offsets
@@ -109,7 +109,7 @@ def finish(p: Partial):
     ``(value, result)`` or ``((value, aux), result)``."""
     outputs = p.outputs
     traced, extra = outputs.split(p.traced)
-    result = _FINISH[p.spec.kind](dataclasses.replace(p, traced=traced))
+    result = _derive(dataclasses.replace(p, traced=traced))
     if not p.top:
         result = outputs.rebuilt(result, p.spec.kind)
     if not outputs.has_aux and not p.spec.with_value:
@@ -122,187 +122,202 @@ def finish(p: Partial):
     return result, aux
 
 
-# ----- the products ------------------------------------------------------------------------
+# ----- the steps ------------------------------------------------------------------------------
+#
+# A record's steps (``ir/transforms.py``: STEPS) run on the arrays so far, ``terms``:
+# ``{key: array}`` with one key per entry of the nesting so far (an output leaf's or a
+# variable's position per level), in nesting order.  Each step returns the next terms.
 
 
-def _jit(p: Partial):
-    return p.traced.pack(p.traced.arrays)
+def _derive(p: Partial):
+    """The record's steps applied to the traced outputs, nested as the transform returns them."""
+    record, traced, var = p.spec.transform, p.traced, p.var
+    if record.output == "scalar":
+        _scalar_output(traced, record.name)
+    elif record.output == "field":
+        _check_field(traced, [a.shape for a in var.arrays], record.name)
+    terms: dict = {(k,): a for k, a in enumerate(traced.arrays)}
+    gradients: set = set()  # keys of terms that are a scalar's derivative in their last key's variable
+    steps, i = record.steps, 0
+    while i < len(steps):
+        if steps[i : i + 2] == ("jacobian", "trace"):  # only the diagonal of the Jacobian is summed
+            terms, i = _jacobian_trace(p, terms), i + 2
+            continue
+        scalars = {k for k, a in terms.items() if a.shape == ()}
+        terms = _jacobian_step(p, terms, i, gradients) if steps[i] == "jacobian" else _STEPS[steps[i]](p, terms, i)
+        gradients = (set(terms) if steps[i] == "gradient" else
+                     {k for k in terms if k[:-1] in scalars} if steps[i] == "jacobian" else set())
+        i += 1
+    return _nest(p, terms)
 
 
-def _dense_blocks(entries: dict, outs, ins, dtype_of) -> list[list[SymArray]]:
-    """Split flat ``{(i, j): node}`` into blocks[out][in] of shape out + in."""
-    out_off, in_off = Offsets([o.size for o in outs]), Offsets([a.size for a in ins])
-    for o in outs:
-        for a in ins:
-            _check_dense("Jacobian", o.shape + a.shape)
-    blocks = [[np.full((o.size, a.size), g.ZERO, dtype=object) for a in ins] for o in outs]
-    for (i, j), node in entries.items():
-        (k, r), (m, c) = out_off.locate(i), in_off.locate(j)
-        blocks[k][m][r, c] = node
-    return [
-        [SymArray(blocks[k][m].reshape(o.shape + a.shape), dtype_of(o, a)) for m, a in enumerate(ins)]
-        for k, o in enumerate(outs)
-    ]
+def _check_field(traced, shapes: list[tuple], name: str) -> None:
+    if len(shapes) != 1 or not traced.single or traced.arrays[0].shape != shapes[0]:
+        outs = ", ".join(str(a.shape) for a in traced.arrays)
+        raise ShapeError(
+            f"{name} needs a vector field f: R^n -> R^n whose output has its input's "
+            f"shape {shapes[0] if shapes else ()}; the function returns {outs}. Use sj.jacobian for the full "
+            "matrix of derivatives."
+        )
 
 
-def _sparse_blocks(entries: dict, outs, ins, dtype_of, format: str) -> list[list[SymSparse]]:
-    """Like _dense_blocks, as SymSparse blocks (never a dense array of zeros)."""
-    out_off, in_off = Offsets([o.size for o in outs]), Offsets([a.size for a in ins])
+def _dense_name(levels: int) -> str:
+    """What a dense block with ``levels`` input levels is called in the size limit's message."""
+    return {1: "Jacobian", 2: "Hessian"}.get(levels, f"derivative of order {levels}")
+
+
+def _jacobian_step(p: Partial, terms: dict, i: int, gradients: set = frozenset()) -> dict:
+    """Each array's derivative in each variable: dense blocks ``a.shape + x.shape``, or
+    SymSparse blocks ``(a.size, x.size)`` for a sparse product's last step at the top.
+    A sparse block of a gradient (``gradients``: keys of terms that are a scalar's gradient)
+    in its own variable is symmetric: its lower triangle reuses the upper one's nodes."""
+    var, keys = p.var, list(terms)
+    arrays = [terms[k] for k in keys]
+    entries = _diff.jacobian(_flat(arrays), var.wrt)
+    ins = var.arrays
+    a_off, x_off = Offsets([a.size for a in arrays]), Offsets([x.size for x in ins])
     split: dict = {}
-    for (i, j), node in entries.items():
-        (k, r), (m, c) = out_off.locate(i), in_off.locate(j)
-        split.setdefault((k, m), {})[r, c] = node
-    return [
-        [SymSparse((o.size, a.size), split.get((k, m), {}), dtype_of(o, a), format) for m, a in enumerate(ins)]
-        for k, o in enumerate(outs)
-    ]
+    for (r, c), node in entries.items():
+        (k, row), (m, col) = a_off.locate(r), x_off.locate(c)
+        split.setdefault((k, m), {})[row, col] = node
+    sparse = p.spec.sparse if p.top and i == len(p.spec.transform.steps) - 1 else None
+    what = _dense_name(nesting(p.spec.transform.steps[: i + 1]).count(INPUT))
+    out: dict = {}
+    for k, (key, a) in enumerate(zip(keys, arrays, strict=True)):
+        for m, x in enumerate(ins):
+            dtype = _derivative_dtype(a.dtype, x.dtype)
+            block = split.get((k, m), {})
+            if sparse:
+                out[key + (m,)] = SymSparse((a.size, x.size), block, dtype, sparse,
+                                            mirror=key in gradients and key[-1] == m)
+                continue
+            _check_dense(what, a.shape + x.shape)
+            dense = np.full((a.size, x.size), g.ZERO, dtype=object)
+            for (row, col), node in block.items():
+                dense[row, col] = node
+            out[key + (m,)] = SymArray(dense.reshape(a.shape + x.shape), dtype)
+    return out
 
 
-def _structure(traced, spec: Spec, blocks: list[list], var):
-    """Results nested as JAX does: [output][argnum], collapsing single levels
-    (``blocks``: [output][variable]; a tuple argument's variables become a tuple)."""
-    per_out = [_per_input(spec, b, var) for b in blocks]
-    return per_out[0] if traced.single else tuple(per_out)
-
-
-def _per_input(spec: Spec, arrays: list, var):
-    grouped = var.group(arrays)
-    return tuple(grouped) if spec.tuple_argnums else grouped[0]
-
-
-def _jacobian(p: Partial):
-    var, outs = p.var, list(p.traced.arrays)
-    entries = _diff.jacobian(_flat(outs), var.wrt)
-
-    def dtype_of(o, a):
-        return _derivative_dtype(o.dtype, a.dtype)
-
-    if p.spec.sparse and p.top:
-        return _structure(p.traced, p.spec, _sparse_blocks(entries, outs, var.arrays, dtype_of, p.spec.sparse), var)
-    blocks = _dense_blocks(entries, outs, var.arrays, dtype_of)
-    flat_blocks = var.restore([b for row in blocks for b in row])
-    n_in = len(var.arrays)
-    return _structure(p.traced, p.spec, [flat_blocks[k * n_in : (k + 1) * n_in] for k in range(len(outs))], var)
-
-
-def _jvp(p: Partial):
-    var, outs = p.var, list(p.traced.arrays)
-    out_shape = outs[0].shape if p.traced.single else None
+def _jvp_step(p: Partial, terms: dict, i: int) -> dict:
+    """Each array's J . v, v the trailing tangent (one per variable, shapes checked)."""
+    var, keys = p.var, list(terms)
+    arrays = [terms[k] for k in keys]
+    out_shape = arrays[0].shape if i == 0 and p.traced.single else None
     tangent = []
-    for vec in var.vectors(p.vectors, out_shape, "jvp"):
+    for vec in var.vectors(p.vectors, out_shape, p.spec.kind):
         tangent.extend(from_object_array(vec).nodes())
-    result = _diff.jvp(_flat(outs), var.wrt, tangent)
-    arrays = _unflatten(result, outs, lambda o: _derivative_dtype(o.dtype, *(a.dtype for a in var.arrays)))
-    return p.traced.pack(var.restore(arrays))
+    result = _diff.jvp(_flat(arrays), var.wrt, tangent)
+    in_dtypes = [x.dtype for x in var.arrays]
+    return dict(zip(keys, _unflatten(result, arrays, lambda a: _derivative_dtype(a.dtype, *in_dtypes)), strict=True))
 
 
-def _vjp(p: Partial):
-    var, outs = p.var, list(p.traced.arrays)
+def _vjp_step(p: Partial, terms: dict, i: int) -> dict:
+    """u . J per variable, u the trailing cotangent (one per output leaf, checked by the trace)."""
+    var, outs = p.var, list(terms.values())
     cotangent = []
-    for vec in p.vectors:  # (one u per output, shapes checked by the trace)
+    for vec in p.vectors:
         cotangent.extend(from_object_array(vec).nodes())
     result = _diff.vjp(_flat(outs), var.wrt, cotangent)
     dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
-    return _per_input(p.spec, var.restore(_unflatten(result, var.arrays, lambda a: dtype)), var)
+    return {(m,): a for m, a in enumerate(_unflatten(result, var.arrays, lambda a: dtype))}
 
 
-def _grad(p: Partial):
-    var = p.var
-    out = _scalar_output(p.traced, "grad")
-    result = _diff.vjp([out.node()], var.wrt, [g.ONE])
-    arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
-    return _per_input(p.spec, arrays, var)
+def _gradient_step(p: Partial, terms: dict, i: int) -> dict:
+    """One scalar's gradient, per variable."""
+    ((_, out),) = terms.items()  # (one scalar: the record's output="scalar", checked, or a trace's)
+    result = _diff.vjp([out.node()], p.var.wrt, [g.ONE])
+    arrays = _unflatten(result, p.var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype))
+    return {(m,): a for m, a in enumerate(arrays)}
 
 
-def _hessian(p: Partial):
-    var, spec, outs = p.var, p.spec, list(p.traced.arrays)
-    first = _diff.jacobian(_flat(outs), var.wrt)
-    keys = list(first)  # (output element i, first input jj)
-    second = _diff.jacobian([first[k] for k in keys], var.wrt)
-    dtype = _derivative_dtype(*(o.dtype for o in outs), *(a.dtype for a in var.arrays))
-    out_off, in_off = Offsets([o.size for o in outs]), Offsets([a.size for a in var.arrays])
-    ins = var.arrays
-    if spec.sparse and p.top:
-        # blocks flattened to (prod(out) * prod(in_a), prod(in_b)); the diagonal
-        # blocks of a scalar function are symmetric: the upper triangle is mirrored
-        split: dict = {}
-        for (r, j), node in second.items():
-            i, jj = keys[r]
-            (k, io), (m, a), (q, b) = out_off.locate(i), in_off.locate(jj), in_off.locate(j)
-            split.setdefault((k, m, q), {})[io * ins[m].size + a, b] = node
-        per_out = []
-        for k, o in enumerate(outs):
-            nested = [
-                [SymSparse((o.size * a.size, b.size), split.get((k, m, q), {}), dtype, spec.sparse,
-                           mirror=o.size == 1 and m == q) for q, b in enumerate(ins)]
-                for m, a in enumerate(ins)
-            ]
-            per_out.append(_pairs(spec, nested, var))
-        return per_out[0] if p.traced.single else tuple(per_out)
-    for o in outs:
-        for a in ins:
-            for b in ins:
-                _check_dense("Hessian", o.shape + a.shape + b.shape)
-    blocks = [[[np.full((o.size, a.size, b.size), g.ZERO, dtype=object) for b in ins] for a in ins] for o in outs]
-    for (r, j), node in second.items():
-        i, jj = keys[r]
-        (k, io), (m, a), (q, b) = out_off.locate(i), in_off.locate(jj), in_off.locate(j)
-        blocks[k][m][q][io, a, b] = node
-    flat = var.restore([
-        SymArray(blocks[k][m][q].reshape(o.shape + a.shape + b.shape), dtype)
-        for k, o in enumerate(outs) for m, a in enumerate(ins) for q, b in enumerate(ins)
-    ])
-    n = len(ins)
-    it = iter(flat)
-    nested = [[[next(it) for _ in range(n)] for _ in range(n)] for _ in outs]
-    per_out = [_pairs(spec, h, var) for h in nested]
-    return per_out[0] if p.traced.single else tuple(per_out)
+def _trace_step(p: Partial, terms: dict, i: int) -> dict:
+    """The diagonal pairs of the last two levels (key ``(..., m, m)``): each block, shaped
+    ``lead + x.shape + x.shape``, traced over its two copies of ``x``'s indices, and summed
+    per remaining key (shape ``lead``)."""
+    sums: dict = {key[:-2]: [] for key in terms}
+    for key, block in terms.items():
+        if key[-2] != key[-1]:
+            continue
+        x = p.var.arrays[key[-1]]
+        lead = _lead(block.shape, x.shape + x.shape, p.spec.kind)
+        grid = block.nodes().reshape(-1, x.size, x.size)
+        diagonals = [[grid[r, j, j] for j in range(x.size)] for r in range(grid.shape[0])]
+        sums[key[:-2]].append((lead, block.dtype, diagonals))
+    return {key: _summed(parts) for key, parts in sums.items()}
 
 
-def _pairs(spec: Spec, blocks: list[list], var):
-    """A Hessian's blocks[variable][variable] as [argnum][argnum] (a tuple argument's
-    variables as tuples), single levels collapsed."""
-    rows = var.group([_per_input(spec, row, var) for row in blocks])
-    return tuple(rows) if spec.tuple_argnums else rows[0]
+def _lead(shape: tuple, trailing: tuple, kind: str) -> tuple:
+    """``shape`` less its ``trailing`` axes (the ones a trace sums over), which it must end with."""
+    lead = shape[: len(shape) - len(trailing)]
+    if shape[len(lead):] != trailing:
+        raise ShapeError(f"{kind}: a trace sums an array's entries over a variable's indices paired with "
+                         f"the same indices -> got shape {shape}, which does not end with {trailing} -> "
+                         "differentiate a function whose output has its input's shape.")
+    return lead
 
 
-def _hvp(p: Partial):
-    var = p.var
-    out = _scalar_output(p.traced, "hvp")
-    tangent = []
-    for vec in var.vectors(p.vectors, None, "hvp"):
-        tangent.extend(from_object_array(vec).nodes())
-    gradient = _diff.vjp([out.node()], var.wrt, [g.ONE])
-    result = _diff.jvp(gradient, var.wrt, tangent)
-    arrays = var.restore(_unflatten(result, var.arrays, lambda a: _derivative_dtype(out.dtype, a.dtype)))
-    return _per_input(p.spec, arrays, var)
+def _summed(parts: list) -> SymArray:
+    """The sum of ``(lead, dtype, [[node, ...] per lead entry])`` parts, shape ``lead``."""
+    if not parts:
+        return SymArray(g.ZERO, np.float64)
+    lead = parts[0][0]
+    if any(q[0] != lead for q in parts):
+        raise ShapeError(f"a trace sums blocks of shapes {[q[0] for q in parts]} -> they differ -> "
+                         "take the trace of each variable's block separately.")
+    size = int(np.prod(lead))
+    nodes = [g.add(*(n for _, _, diag in parts for n in diag[r])) for r in range(size)]
+    return from_nodes(nodes, lead, _derivative_dtype(*(d for _, d, _ in parts)))
 
 
-def _divergence(p: Partial):
-    var, traced = p.var, p.traced
-    (x,) = var.arrays
-    if not traced.single or traced.arrays[0].shape != x.shape:
-        shapes = ", ".join(str(a.shape) for a in traced.arrays)
-        raise ShapeError(
-            f"divergence needs a vector field f: R^n -> R^n whose output has its input's "
-            f"shape {x.shape}; the function returns {shapes}. Use sj.jacobian for the full "
-            "matrix of derivatives."
-        )
-    out = _flat(traced.arrays)
-    entries = _diff.jacobian(out, var.wrt)
-    total = g.add(*(entries[i, i] for i in range(len(out)) if (i, i) in entries))
-    (result,) = var.restore([SymArray(total, _derivative_dtype(traced.arrays[0].dtype, x.dtype))])
-    return result
+def _jacobian_trace(p: Partial, terms: dict) -> dict:
+    """``jacobian`` then ``trace`` without the dense blocks: each array ``a`` (key ``(..., m)``,
+    shape ``lead + x.shape`` for the variable ``x`` it pairs with) differentiated only
+    where an entry of ``x`` meets its own index, summed per remaining key."""
+    var, keys = p.var, list(terms)
+    arrays = [terms[k] for k in keys]
+    entries = _diff.jacobian(_flat(arrays), var.wrt)
+    a_off, x_off = Offsets([a.size for a in arrays]), Offsets([x.size for x in var.arrays])
+    diagonal: dict = {}
+    for (r, c), node in entries.items():
+        (k, row), (m, col) = a_off.locate(r), x_off.locate(c)
+        if keys[k][-1] == m and row % var.arrays[m].size == col:
+            diagonal.setdefault((k, row // var.arrays[m].size), []).append(node)
+    sums: dict = {key[:-1]: [] for key in keys}
+    for k, (key, a) in enumerate(zip(keys, arrays, strict=True)):
+        if key[-1] >= len(var.arrays):
+            continue  # (an output with no variable of its index: no pair)
+        x = var.arrays[key[-1]]
+        lead = _lead(a.shape, x.shape, p.spec.kind)
+        rows = [diagonal.get((k, r), []) for r in range(int(np.prod(lead)))]
+        sums[key[:-1]].append((lead, _derivative_dtype(a.dtype, x.dtype), rows))
+    return {key: _summed(parts) for key, parts in sums.items()}
 
 
-def _laplacian(p: Partial):
-    var = p.var
-    out = _scalar_output(p.traced, "laplacian")
-    gradient = _diff.vjp([out.node()], var.wrt, [g.ONE])
-    entries = _diff.jacobian(gradient, var.wrt)
-    total = g.add(*(entries[i, i] for i in range(len(gradient)) if (i, i) in entries))
-    (result,) = var.restore([SymArray(total, _derivative_dtype(out.dtype, var.arrays[0].dtype))])
-    return result
+_STEPS: dict[str, Callable[[Partial, dict, int], dict]] = {
+    "jacobian": _jacobian_step, "jvp": _jvp_step, "vjp": _vjp_step, "gradient": _gradient_step,
+    "trace": _trace_step,
+}
+
+
+def _nest(p: Partial, terms: dict):
+    """The final terms (callers' expressions put back) nested as the record's ``result``:
+    per output leaf (collapsed for one), per argnum (a tuple with tuple argnums)."""
+    levels, spec, var, traced = p.spec.transform.result, p.spec, p.var, p.traced
+    keys = list(terms)
+    dense = [k for k in keys if isinstance(terms[k], SymArray)]
+    if var is not None:
+        terms = {**terms, **dict(zip(dense, var.restore([terms[k] for k in dense]), strict=True))}
+
+    def build(depth: int, prefix: tuple):
+        if depth == len(levels):
+            return terms[prefix]
+        if levels[depth] == OUTPUT:
+            return traced.pack([build(depth + 1, prefix + (k,)) for k in range(len(traced.arrays))])
+        grouped = var.group([build(depth + 1, prefix + (m,)) for m in range(len(var.arrays))])
+        return tuple(grouped) if spec.tuple_argnums else grouped[0]
+
+    return build(0, ())
 
 
 def _unflatten(flat: list, like: Sequence[SymArray], dtype_of) -> list[SymArray]:
@@ -311,19 +326,6 @@ def _unflatten(flat: list, like: Sequence[SymArray], dtype_of) -> list[SymArray]
         out.append(from_nodes(flat[k : k + a.size], a.shape, dtype_of(a)))
         k += a.size
     return out
-
-
-_FINISH: dict[str, Callable[[Partial], object]] = {
-    "jit": _jit,
-    "jacobian": _jacobian,
-    "jvp": _jvp,
-    "vjp": _vjp,
-    "grad": _grad,
-    "hessian": _hessian,
-    "hvp": _hvp,
-    "divergence": _divergence,
-    "laplacian": _laplacian,
-}
 
 
 def flatten_result(result) -> list:

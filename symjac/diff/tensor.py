@@ -1,29 +1,37 @@
 """What each transform computes on the array tier, as array programs.
 
-The same contract as ``products.py`` (shapes, nesting, dtypes, errors),
-built from whole-array derivative sweeps (``tensor_rules.py``):
+The same contract as ``products.py`` (shapes, nesting, dtypes, errors), the
+same steps composed for every record, each built from whole-array derivative
+sweeps (``tensor_rules.py``):
 
-* ``jvp``/``vjp``/``grad``: one forward or reverse sweep;
+* ``jvp``/``vjp``/``gradient``: one forward or reverse sweep;
 * ``jacobian``: a JVP program batched over the identity of the input (forward),
   or a VJP program batched over the identity of the output (reverse),
-  whichever has the smaller identity;
-* ``hessian``: the forward Jacobian of the reverse one; ``hvp``: the JVP of
-  the gradient; ``divergence`` and ``laplacian``: traces of a Jacobian and a
-  Hessian, whose identities are renamed into the products (a trace of a
-  Hessian of an MLP is a few matrix products, not ``n`` Hessian-vector products).
+  whichever has the smaller identity; with ``sparse=True``, compressed forward
+  sweeps (``tensor_sparse.py``);
+* ``trace``: one einsum over the diagonal.
+
+Two runs of steps are built as one: ``jacobian, trace`` skips the dense size
+limit (the trace is one sum), and ``gradient, jacobian, trace`` of one scalar
+is the forward Laplacian (the Jacobian and Laplacian of every node carried
+forward together: a Laplacian of an MLP is a few matrix products, not ``n``
+Hessian-vector products).  So the Hessian is the forward Jacobian of the
+reverse one, an hvp the JVP of the gradient.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from .._errors import ShapeError
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
-from ..ir.transforms import Partial, Spec
+from ..ir.transforms import INPUT, OUTPUT, Partial, Spec, nesting
 from . import tensor_rules as rules
 from . import tensor_sparse
-from .products import _check_dense, _derivative_dtype, _scalar_output
+from .products import _check_dense, _check_field, _dense_name, _derivative_dtype, _lead, _scalar_output
 
 
 def _zeros_if_none(n: t.Node | None, shape: tuple, dtype) -> t.Node:
@@ -78,94 +86,181 @@ def _gradient(out: t.Node, xs: list[t.Node]) -> list[t.Node | None]:
     return [cts[x] for x in xs]
 
 
-# ----- the products -------------------------------------------------------------------------------
+# ----- the steps ---------------------------------------------------------------------------------
+#
+# A record's steps (``ir/transforms.py``: STEPS) on the array tier, as in ``products.py``:
+# ``terms`` maps a key per entry of the nesting so far to a _Term (None: a zero array).
 
 
-def _jit(spec, traced, var, vectors):
-    return traced.pack([o.node for o in traced.arrays])
+class _Term:
+    __slots__ = ("node", "shape", "dtype")
+
+    def __init__(self, node: t.Node | None, shape: tuple, dtype) -> None:
+        self.node, self.shape, self.dtype = node, tuple(shape), np.dtype(dtype)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def value(self) -> t.Node:
+        return _zeros_if_none(self.node, self.shape, self.dtype)
 
 
-def _structure(traced, spec: Spec, blocks, var):
-    per_out = [_per_input(spec, b, var) for b in blocks]
-    return per_out[0] if traced.single else tuple(per_out)
+def _derive(spec: Spec, traced, var, vectors):
+    """The record's steps applied to the traced outputs, nested as the transform returns them."""
+    record = spec.transform
+    if record.output == "scalar":
+        _scalar_output(traced, record.name)
+    elif record.output == "field":
+        _check_field(traced, [x.shape for x in var.nodes], record.name)
+    terms = {(k,): _Term(o.node, o.shape, o.dtype) for k, o in enumerate(traced.arrays)}
+    steps, i = record.steps, 0
+    while i < len(steps):
+        if (i == 0 and steps[:3] == ("gradient", "jacobian", "trace") and len(var.nodes) == 1
+                and not any(n.op in rules.NO_SECOND for n in t.topo_order([terms[(0,)].node]))):
+            terms, i = _forward_laplacian(terms[(0,)], var.nodes[0]), 3
+            continue
+        if steps[i : i + 2] == ("jacobian", "trace"):  # (the trace needs no dense limit: it is one sum)
+            terms, i = _trace_step(spec, var, _jacobian_step(spec, var, terms, i, limit=False)), i + 2
+            continue
+        terms = _STEPS[steps[i]](spec, var, vectors, terms, i)
+        i += 1
+    return _nest(spec, traced, var, terms)
 
 
-def _jacobian(spec, traced, var, vectors):
-    outs = [o.node for o in traced.arrays]
-    if spec.sparse:
+def _jacobian_step(spec: Spec, var, terms: dict, i: int, limit: bool = True) -> dict:
+    """Each array's derivative in each variable: ``a.shape + x.shape`` in the cheaper mode, or a
+    sparse block ``(a.size, x.size)`` for a sparse product's last step."""
+    keys, xs = list(terms), var.nodes
+    present = [k for k in keys if terms[k].node is not None]
+    sparse = spec.sparse if i == len(spec.transform.steps) - 1 else None
+    out: dict = {}
+    if sparse:
         _top_only(var)
-        per_x = [tensor_sparse.jacobian(outs, x, [_derivative_dtype(o.dtype, x.dtype) for o in outs], spec.sparse)
-                 for x in var.nodes]
-        return _structure(traced, spec, [[per_x[m][k] for m in range(len(var.nodes))] for k in range(len(outs))], var)
-    for o in outs:
-        for x in var.nodes:
-            _check_dense("Jacobian", o.shape + x.shape)
-    blocks = jacobian_blocks(outs, var.nodes)
-    flat = [_zeros_if_none(blocks[k][m], o.shape + x.shape, _derivative_dtype(o.dtype, x.dtype))
-            for k, o in enumerate(outs) for m, x in enumerate(var.nodes)]
-    flat = var.restore(flat)
-    n = len(var.nodes)
-    return _structure(traced, spec, [flat[k * n:(k + 1) * n] for k in range(len(outs))], var)
+        per_x = [tensor_sparse.jacobian([terms[k].node for k in present], x,
+                                        [_derivative_dtype(terms[k].dtype, x.dtype) for k in present], sparse)
+                 for x in xs] if present else []
+        for key in keys:
+            for m, x in enumerate(xs):
+                a = terms[key]
+                out[key + (m,)] = (per_x[m][present.index(key)] if a.node is not None else
+                                   tensor_sparse.empty((a.size, x.size), _derivative_dtype(a.dtype, x.dtype), sparse))
+        return out
+    if limit:
+        what = _dense_name(nesting(spec.transform.steps[: i + 1]).count(INPUT))
+        for key in keys:
+            for x in xs:
+                _check_dense(what, terms[key].shape + x.shape)
+    blocks = jacobian_blocks([terms[k].node for k in present], xs) if present else []
+    found = dict(zip(present, blocks, strict=True))
+    for key in keys:
+        a = terms[key]
+        for m, x in enumerate(xs):
+            block = found[key][m] if key in found else None
+            out[key + (m,)] = _Term(block, a.shape + x.shape, _derivative_dtype(a.dtype, x.dtype))
+    return out
 
 
-def _jvp(spec, traced, var, vectors):
-    outs = [o.node for o in traced.arrays]
-    out_shape = outs[0].shape if traced.single else None
-    seeds = dict(zip(var.nodes, var.tangents(vectors, out_shape, "jvp"), strict=True))
-    tangents = rules.forward(outs, seeds)
+def _jvp_step(spec: Spec, var, vectors, terms: dict, i: int) -> dict:
+    """Each array's J . v, v the trailing tangent (one per variable, shapes checked)."""
+    keys = list(terms)
+    out_shape = terms[keys[0]].shape if i == 0 and len(keys) == 1 else None
+    seeds = dict(zip(var.nodes, var.tangents(vectors, out_shape, spec.kind), strict=True))
+    tangents = rules.forward([terms[k].node for k in keys if terms[k].node is not None], seeds)
     dtype_in = [x.dtype for x in var.nodes]
-    result = [_zeros_if_none(tangents.get(o), o.shape, _derivative_dtype(o.dtype, *dtype_in)) for o in outs]
-    return traced.pack(var.restore(result))
+    return {k: _Term(None if a.node is None else tangents.get(a.node), a.shape, _derivative_dtype(a.dtype, *dtype_in))
+            for k, a in terms.items()}
 
 
-def _vjp(spec, traced, var, vectors):
-    outs = [o.node for o in traced.arrays]
-    seeds = list(zip(outs, vectors, strict=True))  # (one u per output, as a node: checked by the trace)
-    cts = rules.reverse(seeds, var.nodes)
-    dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in var.nodes))
-    result = [_zeros_if_none(cts[x], x.shape, dtype) for x in var.nodes]
-    return _per_input(spec, var.restore(result), var)
+def _vjp_step(spec: Spec, var, vectors, terms: dict, i: int) -> dict:
+    """u . J per variable, u the trailing cotangent (one per output leaf, a node: checked by the trace)."""
+    outs = list(terms.values())
+    cts = rules.reverse([(a.node, u) for a, u in zip(outs, vectors, strict=True) if a.node is not None], var.nodes)
+    dtype = _derivative_dtype(*(a.dtype for a in outs), *(x.dtype for x in var.nodes))
+    return {(m,): _Term(cts[x], x.shape, dtype) for m, x in enumerate(var.nodes)}
 
 
-def _per_input(spec: Spec, arrays: list, var):
-    grouped = var.group(arrays)
-    return tuple(grouped) if spec.tuple_argnums else grouped[0]
+def _gradient_step(spec: Spec, var, vectors, terms: dict, i: int) -> dict:
+    """One scalar's gradient, per variable."""
+    ((_, out),) = terms.items()  # (one scalar: the record's output="scalar", checked, or a trace's)
+    grads = [None] * len(var.nodes) if out.node is None else _gradient(out.node, var.nodes)
+    return {(m,): _Term(gr, x.shape, _derivative_dtype(out.dtype, x.dtype))
+            for m, (gr, x) in enumerate(zip(grads, var.nodes, strict=True))}
 
 
-def _grad(spec, traced, var, vectors):
-    out = _scalar_output(traced, "grad").node
-    grads = _gradient(out, var.nodes)
-    result = [_zeros_if_none(gr, x.shape, _derivative_dtype(out.dtype, x.dtype)) for gr, x in zip(grads, var.nodes, strict=True)]
-    return _per_input(spec, var.restore(result), var)
+def _trace_step(spec: Spec, var, terms: dict, *_: object) -> dict:
+    """The diagonal pairs of the last two levels (key ``(..., m, m)``): each block, shaped
+    ``lead + x.shape + x.shape``, traced over its two copies of ``x``'s indices (one
+    einsum), summed per remaining key (shape ``lead``)."""
+    sums: dict = {key[:-2]: [] for key in terms}
+    for key, block in terms.items():
+        if key[-2] != key[-1]:
+            continue
+        x = var.nodes[key[-1]]
+        lead = _lead(block.shape, x.shape + x.shape, spec.kind)
+        chars = t.LETTERS[: len(lead) + x.ndim]
+        lc, xc = chars[: len(lead)], chars[len(lead):]
+        total = None if block.node is None else t.einsum([block.node], [lc + xc + xc], lc, dtype=block.dtype)
+        sums[key[:-2]].append(_Term(total, lead, block.dtype))
+    return {key: _summed(parts) for key, parts in sums.items()}
 
 
-def _hessian(spec, traced, var, vectors):
-    outs = [o.node for o in traced.arrays]
-    xs = var.nodes
-    if spec.sparse:
-        return _sparse_hessian(spec, traced, var, outs, xs)
-    for o in outs:
-        for a in xs:
-            for b in xs:
-                _check_dense("Hessian", o.shape + a.shape + b.shape)
-    dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in xs))
-    first = [_reverse_jacobian(o, xs) for o in outs]  # [o][a]: o.shape + a.shape
-    nested = []
-    for k, o in enumerate(outs):
-        per_a = []
-        for m, a in enumerate(xs):
-            j = first[k][m]
-            seconds = [None] * len(xs) if j is None else [_forward_jacobian([j], b)[0] for b in xs]
-            per_a.append([_zeros_if_none(s, o.shape + a.shape + b.shape, dtype) for s, b in zip(seconds, xs, strict=True)])
-        nested.append(per_a)
-    flat = var.restore([h for per_a in nested for row in per_a for h in row])
-    it = iter(flat)
-    nested = [[[next(it) for _ in xs] for _ in xs] for _ in outs]
-    per_out = []
-    for h in nested:
-        rows = var.group([_per_input(spec, row, var) for row in h])
-        per_out.append(tuple(rows) if spec.tuple_argnums else rows[0])
-    return per_out[0] if traced.single else tuple(per_out)
+def _summed(parts: list[_Term]) -> _Term:
+    if not parts:
+        return _Term(None, (), np.float64)
+    if any(q.shape != parts[0].shape for q in parts):
+        raise ShapeError(f"a trace sums blocks of shapes {[q.shape for q in parts]} -> they differ -> "
+                         "take the trace of each variable's block separately.")
+    dtype = _derivative_dtype(*(q.dtype for q in parts))
+    present = [t.cast(q.node, dtype) for q in parts if q.node is not None]
+    return _Term(t.add(*present) if present else None, parts[0].shape, dtype)
+
+
+def _forward_laplacian(out: _Term, x: t.Node) -> dict:
+    """``gradient, jacobian, trace`` of one scalar in one variable as the forward Laplacian: the
+    Jacobian and the Laplacian of every node carried forward together (no reverse sweep,
+    no Hessian)."""
+    dtype = _derivative_dtype(out.dtype, x.dtype)
+    if out.node is None:
+        return {(): _Term(None, (), dtype)}
+    tangent = t.placeholder(x, "tangent")
+    tangents = rules.forward([out.node], {x: tangent})
+    nodes = [n for n in tangents if n is not x]
+    batched = tb.batch([tangents[n] for n in nodes], {tangent: t.identity(x.shape, tangent.dtype)}, x.shape)
+    jacobians = dict(zip(nodes, batched, strict=True))
+    jacobians[x] = t.identity(x.shape, tangent.dtype)
+    lap = rules.laplacians([out.node], x, jacobians, x.ndim).get(out.node)
+    return {(): _Term(None if lap is None else t.cast(lap, dtype), (), dtype)}
+
+
+_STEPS: dict[str, Callable] = {
+    "jacobian": lambda spec, var, vectors, terms, i: _jacobian_step(spec, var, terms, i),
+    "jvp": _jvp_step, "vjp": _vjp_step, "gradient": _gradient_step,
+    "trace": lambda spec, var, vectors, terms, i: _trace_step(spec, var, terms),
+}
+
+
+def _nest(spec: Spec, traced, var, terms: dict):
+    """The final terms (zeros filled in, callers' nodes put back) nested as the record's
+    ``result``: per output leaf (collapsed for one), per argnum (a tuple with tuple argnums)."""
+    levels = spec.transform.result
+    keys = list(terms)
+    values = [a.value() if isinstance(a, _Term) else a for a in (terms[k] for k in keys)]
+    dense = [j for j, v in enumerate(values) if isinstance(v, t.Node)]
+    if var is not None:
+        for j, v in zip(dense, var.restore([values[j] for j in dense]), strict=True):
+            values[j] = v
+    final = dict(zip(keys, values, strict=True))
+
+    def build(depth: int, prefix: tuple):
+        if depth == len(levels):
+            return final[prefix]
+        if levels[depth] == OUTPUT:
+            return traced.pack([build(depth + 1, prefix + (k,)) for k in range(len(traced.arrays))])
+        grouped = var.group([build(depth + 1, prefix + (m,)) for m in range(len(var.nodes))])
+        return tuple(grouped) if spec.tuple_argnums else grouped[0]
+
+    return build(0, ())
 
 
 def _top_only(var) -> None:
@@ -175,97 +270,12 @@ def _top_only(var) -> None:
             "one inside another transform -> drop sparse=True there.")
 
 
-def _sparse_hessian(spec, traced, var, outs, xs):
-    """Each block ``d² o / d a d b`` of a scalar output: the sparse Jacobian (in ``b``) of the
-    gradient in ``a``, laid out ``(a.size, b.size)`` like the scalar tier's."""
-    _top_only(var)
-    dtype = _derivative_dtype(*(o.dtype for o in outs), *(x.dtype for x in xs))
-    per_out = []
-    for o in outs:
-        if o.shape != ():
-            raise tensor_sparse.NoSparsePattern(
-                f"a sparse Hessian on the array tier is of a scalar output -> got an output of shape {o.shape} -> "
-                "sum it to a scalar, or take sj.jacobian(sj.jacobian(f), sparse=True)-style blocks per entry "
-                "with sj.set_tier('scalar').")
-        grads = _gradient(o, xs)
-        rows = [[tensor_sparse.empty((a.size, b.size), dtype, spec.sparse) for b in xs] if gr is None
-                else [tensor_sparse.jacobian([gr], b, [dtype], spec.sparse)[0] for b in xs]
-                for gr, a in zip(grads, xs, strict=True)]
-        grouped = var.group([_per_input(spec, row, var) for row in rows])
-        per_out.append(tuple(grouped) if spec.tuple_argnums else grouped[0])
-    return per_out[0] if traced.single else tuple(per_out)
-
-
-def _hvp(spec, traced, var, vectors):
-    out = _scalar_output(traced, "hvp").node
-    seeds = dict(zip(var.nodes, var.tangents(vectors, None, "hvp"), strict=True))
-    grads = [gr for gr in _gradient(out, var.nodes)]
-    tangents = rules.forward([gr for gr in grads if gr is not None], seeds)
-    result = [_zeros_if_none(None if gr is None else tangents.get(gr), x.shape, _derivative_dtype(out.dtype, x.dtype))
-              for gr, x in zip(grads, var.nodes, strict=True)]
-    return _per_input(spec, var.restore(result), var)
-
-
-def _trace_of(block: t.Node | None, x: t.Node, dtype) -> t.Node:
-    """The sum of ``block[i..., i...]`` over the input's indices."""
-    if block is None:
-        return t.fill(0.0, (), dtype)
-    chars = t.LETTERS[: x.ndim]
-    total = t.einsum([block], [chars + chars], "", dtype=dtype)
-    return t.fill(0.0, (), dtype) if total is None else t.cast(total, dtype)
-
-
-def _divergence(spec, traced, var, vectors):
-    (x,) = var.nodes
-    if not traced.single or traced.arrays[0].shape != x.shape:
-        shapes = ", ".join(str(a.shape) for a in traced.arrays)
-        raise ShapeError(
-            f"divergence needs a vector field f: R^n -> R^n whose output has its input's "
-            f"shape {x.shape}; the function returns {shapes}. Use sj.jacobian for the full "
-            "matrix of derivatives."
-        )
-    out = traced.arrays[0].node
-    (block,) = _forward_jacobian([out], x)
-    (result,) = var.restore([_trace_of(block, x, _derivative_dtype(out.dtype, x.dtype))])
-    return result
-
-
-def _laplacian(spec, traced, var, vectors):
-    """The forward Laplacian: the Jacobian and the Laplacian of every node carried
-    forward together (no reverse sweep, no Hessian)."""
-    (x,) = var.nodes
-    out = _scalar_output(traced, "laplacian").node
-    dtype = _derivative_dtype(out.dtype, x.dtype)
-    if any(n.op in rules.NO_SECOND for n in t.topo_order([out])):
-        # an operation without a second-order rule: the trace of the Hessian (forward over reverse)
-        (gr,) = _gradient(out, [x])
-        block = None if gr is None else _forward_jacobian([gr], x)[0]
-        (result,) = var.restore([_trace_of(block, x, dtype)])
-        return result
-    tangent = t.placeholder(x, "tangent")
-    tangents = rules.forward([out], {x: tangent})
-    nodes = [n for n in tangents if n is not x]
-    batched = tb.batch([tangents[n] for n in nodes], {tangent: t.identity(x.shape, tangent.dtype)}, x.shape)
-    jacobians = dict(zip(nodes, batched, strict=True))
-    jacobians[x] = t.identity(x.shape, tangent.dtype)
-    lap = rules.laplacians([out], x, jacobians, x.ndim).get(out)
-    total = t.fill(0.0, (), dtype) if lap is None else t.cast(lap, dtype)
-    (result,) = var.restore([total])
-    return result
-
-
-_FINISH: dict[str, Callable] = {
-    "jit": _jit, "jacobian": _jacobian, "jvp": _jvp, "vjp": _vjp, "grad": _grad, "hessian": _hessian,
-    "hvp": _hvp, "divergence": _divergence, "laplacian": _laplacian,
-}
-
-
 def finish(p: Partial):
     """Differentiate a product traced on the array tier (``trace.products.apply_arrays``):
     the result's nodes, nested as the transform returns them."""
     spec, outputs, var = p.spec, p.outputs, p.var
     value_traced, extra = outputs.split(p.traced)
-    result = _FINISH[spec.kind](spec, value_traced, var, p.vectors)
+    result = _derive(spec, value_traced, var, p.vectors)
     if not p.top:
         result = outputs.rebuilt(result, spec.kind)
     if not spec.has_aux and not spec.with_value:

@@ -141,7 +141,7 @@ def _entries(result, request: Request | None, paths: list[str] | None = None) ->
             out, rest = divmod(k, per_arg)
             suffix = str(out) if len(arrays) > per_arg else ""
             if per_arg > 1:
-                picks = [rest] if record.result.count(INPUT) == 1 else list(divmod(rest, len(wrt)))
+                picks = [int(d) for d in np.unravel_index(rest, (len(wrt),) * record.result.count(INPUT))]
                 suffix += ("_" if suffix else "") + "".join(wrt[p] for p in picks)
             labels[k] = f"{base}{'_' if suffix and suffix[0] != '_' else ''}{suffix}"
     out = []

@@ -161,7 +161,7 @@ class _Explainer:
     def formula(self) -> list[str]:
         """The result as an index formula (each transform's own: :data:`_FORMULAS`), with
         the PyTorch and JAX calls that compute it (its record's)."""
-        lines = _FORMULAS[self.kind](self)
+        lines = _FORMULAS.get(self.kind, _Explainer._composed)(self)
         if isinstance(lines, str):  # ✗ the function does not fit the transform
             return [lines]
         outs, ins, record = self.outs, self.ins, self.record
@@ -266,6 +266,41 @@ class _Explainer:
         oi, _, _ = self.letters(out0, in0)
         return [f"result = {_sum(oi)}J{_vec(oi + oi)}   (the trace of the Jacobian: a scalar)"]
 
+    def _composed(self) -> list[str] | str:
+        """Any record's formula from its steps (``ir/transforms.STEPS``), one line per step:
+        how each array is made from the one before, with its indices and shape."""
+        steps, record = self.record.steps, self.record
+        lines = [f"the result is {', then '.join(steps)}, applied to {self.fname}'s output"]
+        if len(self.outs) != 1 or len(self.ins) != 1:
+            return lines + ["  (per output and per differentiated argument)"]
+        x, ext = self.ins[0], (self.names[-1] if self.n_extra else "")
+        name, shape = self.outs[0].name, self.outs[0].shape
+        free = iter(_LETTERS)
+        idx = "".join(next(free) for _ in shape)
+        for k, step in enumerate(steps):
+            new = "result" if k == len(steps) - 1 else f"D{k + 1}"
+            xi = "" if step == "trace" else "".join(next(free) for _ in x.shape)
+            if step == "jacobian":
+                text, idx, shape = f"∂{name}{_vec(idx)} / ∂{x.ix(xi)}", idx + xi, shape + x.shape
+            elif step == "jvp":
+                text = f"{_sum(xi)}∂{name}{_vec(idx)} / ∂{x.ix(xi)} · {ext}{_vec(xi)}"
+            elif step == "vjp":
+                text, idx, shape = f"{_sum(idx)}{ext}{_vec(idx)} · ∂{name}{_vec(idx)} / ∂{x.ix(xi)}", xi, x.shape
+            elif step == "gradient":
+                if shape != ():
+                    return f"✗ {record.name} takes the gradient of a scalar, but {name} has shape {shape}."
+                text, idx, shape = f"∂{name} / ∂{x.ix(xi)}", xi, x.shape
+            else:  # trace: the last two index groups, each x's, on the diagonal
+                n = len(x.shape)
+                if len(shape) < 2 * n or shape[len(shape) - 2 * n:] != x.shape + x.shape:
+                    return (f"✗ {record.name} traces {name} over {x.name}'s indices, but {name} has shape "
+                            f"{shape}, which does not end with {x.shape + x.shape}.")
+                lead, pair = idx[: len(idx) - 2 * n], idx[len(idx) - 2 * n: len(idx) - n]
+                text, idx, shape = f"{_sum(pair)}{name}{_vec(lead + pair + pair)}", lead, shape[: len(shape) - 2 * n]
+            lines.append(f"  {new}{_vec(idx)} = {text}, shape {shape}")
+            name = new
+        return lines
+
     def _values(self) -> list[str]:
         outs, out0 = self.outs, self.outs[0]
         return [f"values only; sj.jacobian({self.fname}) gives J"
@@ -366,7 +401,8 @@ class _Explainer:
         return "\n".join([head] + ["  " + line for line in body])
 
 
-#: how each transform's result is written as an index formula, by record name
+#: how a transform's result is written as an index formula, by record name, where it is
+#: written by hand; any other record's is written from its steps (``_Explainer._composed``)
 _FORMULAS = {
     "jit": _Explainer._values,
     "jacobian": _Explainer._jacobian,
