@@ -312,3 +312,74 @@ def test_sparse_on_the_outermost_of_two_transforms():
         got = sj.jacobian(sj.grad(f), sparse=True)(x)
         dense = sj.hessian(f)(x)
     np.testing.assert_allclose(got.toarray(), dense, rtol=1e-13, atol=1e-13)
+
+
+# ----- dense rows: reverse sweeps of their own --------------------------------------------------
+
+
+def _band_with_dense_rows(n, dense):
+    """A tridiagonal pattern with the rows ``dense`` full."""
+    p = sps.diags([1, 1, 1], [-1, 0, 1], shape=(n, n), dtype=np.int8).tolil()
+    for r in dense:
+        p[r, :] = 1
+    return p.tocsr()
+
+
+def test_dense_rows_are_the_few_that_would_make_every_column_a_color():
+    assert ts.dense_rows(_band_with_dense_rows(500, [7, 300]), 500).tolist() == [7, 300]
+    assert ts.dense_rows(_band_with_dense_rows(500, []), 500).size == 0
+    # rows no longer than DENSE_ROW stay in the coloring
+    assert ts.dense_rows(_band_with_dense_rows(ts.DENSE_ROW, [3]), ts.DENSE_ROW).size == 0
+    # as many dense rows as columns: reverse sweeps would cost more than the colors
+    assert ts.dense_rows(sps.csr_matrix(np.ones((300, 300), dtype=np.int8)), 300).size == 0
+
+
+def _with_sums(x):
+    """Local terms and two sums over all of x: two dense rows."""
+    return np.concatenate([x**2, [x.sum()], np.sin(x[1:]) * x[:-1], [np.sum(x * x[::-1])]])
+
+
+def _with_sums_jacobian(x):
+    n = x.size
+    J = np.zeros((2 * n + 1, n))
+    J[np.arange(n), np.arange(n)] = 2 * x
+    J[n, :] = 1
+    r = np.arange(1, n)
+    J[n + r, r] = np.cos(x[1:]) * x[:-1]
+    J[n + r, r - 1] += np.sin(x[1:])
+    J[2 * n, :] = 2 * x[::-1]
+    return J
+
+
+@pytest.mark.parametrize("format", ["csr", "csc"])
+def test_dense_rows_are_computed_by_reverse_sweeps_without_an_n_by_n_seed(format):
+    """Before, the two sums made 1,500 colors: a 1,500 x 1,500 seed constant and a batched
+    program that large.  Now 2 colors and 2 reverse sweeps, and no constant near n² entries."""
+    from symjac.ir import tensor as t
+    from symjac.runtime import build
+
+    n = 1500
+    x = np.linspace(-1.0, 1.0, n)
+    with sj.using_tier("array"):
+        J = sj.jacobian(_with_sums, sparse=True, format=format)
+        got = J(x)
+        assert J.info(x).tier == "array"
+        program = build.build_shown(J.request, (x,))
+    assert got.format == format and got.nnz == 5 * n - 2
+    np.testing.assert_allclose(got.toarray(), _with_sums_jacobian(x), rtol=1e-13, atol=1e-15)
+    largest = max(n.size for n in t.topo_order(list(program.outputs)) if n.op == "const")
+    assert largest < 10 * n  # (the reverse sweeps' unit cotangents: 2 x (2n + 1))
+
+
+def test_dense_rows_and_forward_rows_of_several_outputs_and_dtypes():
+    """Dense rows in two outputs (one float32), beside an output with none."""
+    def f(x):
+        return x[:-1] * x[1:], np.float32(2.0) * np.full(3, np.sum(np.sin(x))).astype(np.float32), np.cumsum(x)[::40]
+
+    x = np.linspace(0.1, 2.0, 200)
+    with sj.using_tier("array"):
+        got = sj.jacobian(f, sparse=True)(x)
+    want = sj.jacobian(f)(x)
+    for g_, w_ in zip(got, want, strict=True):
+        assert g_.dtype == w_.dtype
+        np.testing.assert_allclose(g_.toarray(), w_, rtol=1e-6 if w_.dtype == np.float32 else 1e-13)

@@ -18,7 +18,10 @@ found in three steps, all on whole arrays:
 3. **Compressed sweeps.** The JVP program is batched over one seed per
    group (the sum of its entries' unit vectors), and each nonzero is read off
    the sweep of its column's group: ``c`` forward sweeps for ``c`` groups
-   (15 for a bundle-adjustment residual, however many observations).
+   (15 for a bundle-adjustment residual, however many observations).  A few
+   dense rows (a sum over the whole input beside local terms) would make every
+   column a group of its own; they are taken out of the coloring and computed
+   by one reverse sweep each (:func:`dense_rows`).
 """
 
 from __future__ import annotations
@@ -344,13 +347,65 @@ class SparseBlock:
         return int(self.rows.size)
 
 
+#: a row with more nonzeros than this may go to a reverse sweep of its own (:func:`dense_rows`)
+DENSE_ROW = 64
+#: the reverse sweeps' seeds and results hold at most this many entries ((rows) x (output + input))
+_REVERSE_ENTRIES = 20_000_000
+
+
+def dense_rows(pattern, n_out: int) -> np.ndarray:
+    """The rows (of the stacked pattern, ``n_out`` of them) better computed by reverse sweeps,
+    one each, than by the coloring: a row with ``r`` nonzeros needs ``r`` colors, so one dense
+    row (a sum over all of the input beside local terms) makes every column a color of its own,
+    and the forward seeds an ``n x n`` constant.  Taking the ``d`` densest rows out costs ``d``
+    reverse sweeps (counted twice: a VJP holds its intermediates) and leaves at least as many
+    colors as the next densest row has nonzeros; ``d`` minimises that sum, within the
+    reverse sweeps' memory (:data:`_REVERSE_ENTRIES`)."""
+    csr = _bool(pattern).tocsr()
+    counts = np.diff(csr.indptr)
+    if not counts.size or counts.max() <= DENSE_ROW:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-counts, kind="stable")
+    ranked = counts[order]
+    most = max(0, min(ranked.size, _REVERSE_ENTRIES // (n_out + csr.shape[1])))
+    d = np.arange(most + 1)
+    rest = np.append(ranked, 0)[d]  # the densest row left after taking d out
+    best = int(np.argmin(2 * d + rest))
+    return np.sort(order[:best]).astype(np.int64)
+
+
+def _reverse_rows(outs: list[t.Node], x: t.Node, rows: np.ndarray, dtypes: Sequence) -> t.Node | None:
+    """The rows ``rows`` (of the outputs stacked, flattened) of ``d outs / d x``, shape
+    ``(len(rows),) + x.shape``: the VJP program batched over their unit cotangents."""
+    offsets = np.cumsum([0] + [o.size for o in outs])
+    seeds, mapping = [], {}
+    for k, o in enumerate(outs):
+        mine = np.flatnonzero((rows >= offsets[k]) & (rows < offsets[k + 1]))
+        if not mine.size:
+            continue
+        seed = t.placeholder(o, "cotangent", np.dtype(dtypes[k]))
+        unit = np.zeros((rows.size, o.size), dtype=seed.dtype)
+        unit[mine, rows[mine] - offsets[k]] = 1
+        seeds.append((o, seed))
+        mapping[seed] = t.const(unit.reshape((rows.size,) + o.shape))
+    ct = rules.reverse(seeds, [x])[x]
+    return None if ct is None else tb.batch([ct], mapping, (rows.size,))[0]
+
+
 def jacobian(outs: list[t.Node], x: t.Node, dtypes: Sequence, format: str) -> list[SparseBlock]:
     """The sparse blocks ``d outs[k] / d x`` (each ``(outs[k].size, x.size)``, of ``dtypes[k]``),
-    from one batch of compressed forward sweeps shared by every output."""
+    from one batch of compressed forward sweeps shared by every output, and a reverse sweep
+    for each of its densest rows (:func:`dense_rows`)."""
     found = patterns(outs, x)
     sps = _sps()
     per_out = [found[o] if o in found else sps.csr_matrix((o.size, x.size), dtype=np.int8) for o in outs]
-    color, n_colors = colors(sps.vstack(per_out))
+    stacked = sps.vstack(per_out).tocsr()
+    dense = dense_rows(stacked, stacked.shape[0])
+    if dense.size:
+        keep = np.ones(stacked.shape[0], dtype=np.int8)
+        keep[dense] = 0
+        stacked = sps.diags(keep, dtype=np.int8) @ stacked
+    color, n_colors = colors(stacked)
     tangent = t.placeholder(x, "tangent")
     tangents = rules.forward(outs, {x: tangent})
     moving = [o for o in outs if tangents.get(o) is not None and per_out[outs.index(o)].nnz]
@@ -361,16 +416,30 @@ def jacobian(outs: list[t.Node], x: t.Node, dtypes: Sequence, format: str) -> li
         seeds = t.const(seed.reshape((n_colors,) + x.shape))
         for o, b in zip(moving, tb.batch([tangents[o] for o in moving], {tangent: seeds}, (n_colors,)), strict=True):
             batched[o] = b
-    blocks = []
+    reverse = _reverse_rows(outs, x, dense, dtypes) if dense.size else None
+    position = np.full(stacked.shape[0], -1, dtype=np.int64)  # a dense row's place among the reverse rows
+    position[dense] = np.arange(dense.size)
+    blocks, offset = [], 0
     for o, p, dtype in zip(outs, per_out, dtypes, strict=True):
         coo = p.tocoo()
         order = np.lexsort((coo.col, coo.row) if format == "csr" else (coo.row, coo.col))
         rows, cols = coo.row[order].astype(np.int64), coo.col[order].astype(np.int64)
+        back = position[offset + rows]  # >= 0: the entry is read off a reverse sweep
+        offset += o.size
         b = batched.get(o)
-        if b is None or not rows.size:
-            values = t.zeros((rows.size,), dtype)
-        else:
-            flat = t.reshape(t.cast(b, dtype), (n_colors * o.size,))
-            values = t.gather(flat, [t.const(color[cols] * o.size + rows)], 0)
+        parts, index = [], np.zeros(rows.size, dtype=np.int64)
+        forward = back < 0
+        if b is not None and forward.any():
+            parts.append(t.reshape(t.cast(b, dtype), (n_colors * o.size,)))
+            index[forward] = color[cols[forward]] * o.size + rows[forward]
+        if reverse is not None and not forward.all():
+            start = sum(q.shape[0] for q in parts)
+            parts.append(t.reshape(t.cast(reverse, dtype), (dense.size * x.size,)))
+            index[~forward] = start + back[~forward] * x.size + cols[~forward]
+        zero = (forward & (b is None)) | (~forward & (reverse is None))
+        if parts and zero.any():  # (entries no sweep moves: a zero appended for them)
+            index[zero] = sum(q.shape[0] for q in parts)
+            parts.append(t.zeros((1,), dtype))
+        values = t.gather(t.concat(parts, 0), [t.const(index)], 0) if parts else t.zeros((rows.size,), dtype)
         blocks.append(SparseBlock(values, rows, cols, (o.size, x.size), format))
     return blocks
