@@ -110,6 +110,33 @@ def _timed(monkeypatch, kernel_cost: int) -> list:
     return calls
 
 
+def _quiet(calls: list) -> None:
+    """Wait for the background jobs the first call left (loading the kernel's threaded
+    version): the trials wait for them (the kernel serves meanwhile), then forget the calls."""
+    fused._jobs.wait_all()
+    calls.clear()
+
+
+def test_trials_wait_while_a_compile_runs_in_the_background(fresh, monkeypatch):
+    """Timings taken while another loop compiles measure the compile: the kernel serves
+    meanwhile, and the trials start once the background is quiet."""
+    x = RNG.normal(size=10_000)
+    G = sj.grad(lambda x: np.sum(x**2 * 3 + x))
+    calls = _timed(monkeypatch, kernel_cost=10)  # (the kernel would measure slower)
+    monkeypatch.setattr(fused._jobs, "busy", lambda: True)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]
+    [loop] = _loops()
+    assert loop.trials[x.size.bit_length()] == ([], [])  # no trial yet
+    assert len(calls) == 4 * fused.FusedMap.TRIALS  # the kernel served every call
+    monkeypatch.setattr(fused._jobs, "busy", lambda: False)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got += [G(x) for _ in range(2 * fused.FusedMap.TRIALS)]
+    assert loop.trials[x.size.bit_length()] is False  # then measured: NumPy's passes serve
+    for g in got:
+        np.testing.assert_allclose(g, 6 * x + 1, rtol=1e-15)
+
+
 def test_numpy_serves_until_the_kernel_is_ready_and_when_it_measures_faster(fresh, monkeypatch):
     f = lambda x: np.sum(np.sin(x) * x + x**2)  # noqa: E731
     x = RNG.normal(size=10_000)
@@ -120,7 +147,9 @@ def test_numpy_serves_until_the_kernel_is_ready_and_when_it_measures_faster(fres
     [loop] = fused._loops.values()
     assert loop.batch is None and loop.state == "new" and calls == []  # "never": nothing built
     with sj.using_tier("array"), sj.compiling("sync"):
-        got = [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]  # the first starts (here: ends) the compile
+        got = [G(x)]  # starts (here: ends) the compile
+        _quiet(calls)
+        got += [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]
     assert loop.batch.kernel is not None
     assert loop.trials[x.size.bit_length()] is False  # the kernel measured slower: NumPy's passes serve
     assert len(calls) == fused.FusedMap.TRIALS
@@ -133,7 +162,9 @@ def test_the_kernel_serves_when_it_measures_faster(fresh, monkeypatch):
     G = sj.grad(lambda x: np.sum(x**2 * 3 + x))
     calls = _timed(monkeypatch, kernel_cost=0)
     with sj.using_tier("array"), sj.compiling("sync"):
-        got = [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]
+        got = [G(x)]
+        _quiet(calls)
+        got += [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]
     [loop] = _loops()
     assert loop.trials[x.size.bit_length()] is True
     assert len(calls) == 4 * fused.FusedMap.TRIALS - fused.FusedMap.TRIALS  # all but NumPy's trials

@@ -536,3 +536,52 @@ def test_a_sum_of_squares_is_one_product_in_the_plan():
     _close(*_both(sj.grad(loss), w))
     short = tensor_eval.fold_product_sums(_program(sj.jit(lambda a: np.sum(a ** 2, axis=1)), _x(50, 3)).outputs)
     assert any(n.op == "map" and n.param.expr.is_Pow for n in t.topo_order(short))
+
+
+def test_a_sum_of_a_product_read_by_nothing_else_is_taken_into_the_product():
+    """A GMM's mean gradient: Σ_n of the (n, K, d) product x̄ Q.  The plan multiplies the
+    sum of x̄ over n instead: no (n, K, d) product is written; the gradient is the scalar
+    tier's to rounding."""
+    from symjac.runtime import tensor_eval
+
+    X = RNG.normal(size=(40, 3))
+
+    def loss(means, Q):
+        xc = X[:, None, :] - means[None]
+        Qx = np.einsum("kij,nkj->nki", Q, xc)
+        return np.sum(np.tanh(Qx) * Qx)
+
+    means, Q = RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3, 3))
+    program = _program(sj.grad(loss, argnums=(0, 1)), means, Q)
+
+    def summed_products(outputs):  # (n, K, d) products read only by a sum over n
+        order = t.topo_order(outputs)
+        return [n for n in order if n.op == "einsum" and n.shape == (40, 4, 3) and len(n.args) == 2
+                and any(a.shape == (4, 3, 3) for a in n.args)
+                and all(m.op == "einsum" and m.shape == (4, 3) for m in order if n in m.args)]
+
+    assert summed_products(program.outputs)
+    assert not summed_products(tensor_eval.sum_into_products(program.outputs))
+    _close(*_both(sj.grad(loss, argnums=(0, 1)), means, Q))
+
+
+def test_a_large_broadcasting_product_becomes_a_map_with_a_reshaped_operand():
+    """ab,abc->abc: the weight gets a length-1 last axis (a view) so that the product can
+    merge with the maps around it; not for a small product, nor a transposed operand."""
+    from symjac.runtime import tensor_eval
+
+    def product(shape_a, sub_a, shape_b=(64, 32, 10)):
+        a = t.input_(0, "a", shape_a, np.float64)
+        b = t.input_(1, "b", shape_b, np.float64)
+        return t.einsum([a, b], [sub_a, "abc"], "abc")
+
+    as_map = tensor_eval._as_map(product((64, 32), "ab"))
+    assert as_map.op == "map" and as_map.args[0].op == "reshape" and as_map.args[0].shape == (64, 32, 1)
+    assert tensor_eval._as_map(product((4, 2), "ab", (4, 2, 10))).op == "einsum"  # small
+    assert tensor_eval._as_map(product((32, 64), "ba")).op == "einsum"  # transposed
+    w = RNG.normal(size=(64, 32))
+
+    def loss(A):  # the gradient: w * (2 * A) over 64 x 32 x 10 entries
+        return np.sum(w[:, :, None] * A ** 2)
+
+    _close(*_both(sj.grad(loss), RNG.normal(size=(64, 32, 10))))
