@@ -81,7 +81,7 @@ class FusedMap:
     #: timed calls of each way, per size class, before choosing by the fastest of each (other
     #: work on the machine only ever adds time: the medians of three calls chose NumPy's
     #: passes for a per-sample MLP's region as often as its kernel, which ran in half the
-    #: time); fewer where one way is more than twice as fast as the other after a pair (a
+    #: time); fewer where one way is more than twice as fast as the other after two pairs (a
     #: bundle adjustment's region: NumPy 146 ms, its kernel 17 ms)
     TRIALS = 5
 
@@ -122,12 +122,15 @@ class FusedMap:
         if choice is True:
             value = kernel()
             return numpy_pass() if value is None else value
-        fused_times, numpy_times, untimed = choice
+        fused_times, numpy_times, turn = choice
         if _jobs.busy():
             # (while other loops compile in the background, timings measure the compile: the
             # ways take turns untimed, and the trials wait for a quiet moment)
-            untimed.append(None)
-            value = kernel() if len(untimed) % 2 else None
+            if turn:
+                turn.pop()
+                return numpy_pass()
+            turn.append(True)
+            value = kernel()
             return numpy_pass() if value is None else value
         start = _clock()
         if len(fused_times) <= len(numpy_times):
@@ -138,10 +141,11 @@ class FusedMap:
         else:
             value = numpy_pass()
             numpy_times.append(_clock() - start)
-        if len(numpy_times) == len(fused_times):  # (after each pair: a clear winner is not tried again)
-            fast, slow = min(fused_times), min(numpy_times)
-            if len(numpy_times) >= self.TRIALS or slow > 2 * fast or fast > 2 * slow:
-                self.trials[size] = fast <= slow
+        if len(numpy_times) == len(fused_times) >= 2:  # (a clear winner after two pairs is not tried again:
+            # two, as a first call may pay once for memory it touches first)
+            kernel_best, numpy_best = min(fused_times), min(numpy_times)
+            if len(numpy_times) >= self.TRIALS or numpy_best > 2 * kernel_best or kernel_best > 2 * numpy_best:
+                self.trials[size] = kernel_best <= numpy_best
         return value
 
     def _kernel(self, operands: Sequence, out: np.ndarray | None, shape: tuple) -> np.ndarray | None:
