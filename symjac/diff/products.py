@@ -309,13 +309,20 @@ def _nest(p: Partial, terms: dict):
     if var is not None:
         terms = {**terms, **dict(zip(dense, var.restore([terms[k] for k in dense]), strict=True))}
 
+    return nested(levels, terms, traced, var, len(var.arrays) if var is not None else 0, spec.tuple_argnums)
+
+
+def nested(levels: tuple, final: dict, traced, var, n_vars: int, tuple_argnums: bool):
+    """``final`` (``{key: array}``, a key per entry of ``levels``) nested as a transform
+    returns it: per output leaf (collapsed for one), per argnum (a tuple with tuple
+    argnums); either tier's."""
     def build(depth: int, prefix: tuple):
         if depth == len(levels):
-            return terms[prefix]
+            return final[prefix]
         if levels[depth] == OUTPUT:
             return traced.pack([build(depth + 1, prefix + (k,)) for k in range(len(traced.arrays))])
-        grouped = var.group([build(depth + 1, prefix + (m,)) for m in range(len(var.arrays))])
-        return tuple(grouped) if spec.tuple_argnums else grouped[0]
+        grouped = var.group([build(depth + 1, prefix + (m,)) for m in range(n_vars)])
+        return tuple(grouped) if tuple_argnums else grouped[0]
 
     return build(0, ())
 

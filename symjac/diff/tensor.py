@@ -28,10 +28,18 @@ import numpy as np
 from .._errors import ShapeError
 from ..ir import tensor as t
 from ..ir import tensor_batch as tb
-from ..ir.transforms import INPUT, OUTPUT, Partial, Spec, nesting
+from ..ir.transforms import INPUT, Partial, Spec, nesting
 from . import tensor_rules as rules
 from . import tensor_sparse
-from .products import _check_dense, _check_field, _dense_name, _derivative_dtype, _lead, _scalar_output
+from .products import (
+    _check_dense,
+    _check_field,
+    _dense_name,
+    _derivative_dtype,
+    _lead,
+    _scalar_output,
+    nested,
+)
 
 
 def _zeros_if_none(n: t.Node | None, shape: tuple, dtype) -> t.Node:
@@ -251,16 +259,7 @@ def _nest(spec: Spec, traced, var, terms: dict):
         for j, v in zip(dense, var.restore([values[j] for j in dense]), strict=True):
             values[j] = v
     final = dict(zip(keys, values, strict=True))
-
-    def build(depth: int, prefix: tuple):
-        if depth == len(levels):
-            return final[prefix]
-        if levels[depth] == OUTPUT:
-            return traced.pack([build(depth + 1, prefix + (k,)) for k in range(len(traced.arrays))])
-        grouped = var.group([build(depth + 1, prefix + (m,)) for m in range(len(var.nodes))])
-        return tuple(grouped) if spec.tuple_argnums else grouped[0]
-
-    return build(0, ())
+    return nested(levels, final, traced, var, len(var.nodes) if var is not None else 0, spec.tuple_argnums)
 
 
 def _top_only(var) -> None:
