@@ -326,12 +326,12 @@ def _band_with_dense_rows(n, dense):
 
 
 def test_dense_rows_are_the_few_that_would_make_every_column_a_color():
-    assert ts.dense_rows(_band_with_dense_rows(500, [7, 300]), 500).tolist() == [7, 300]
-    assert ts.dense_rows(_band_with_dense_rows(500, []), 500).size == 0
+    assert ts.dense_rows(_band_with_dense_rows(500, [7, 300])).tolist() == [7, 300]
+    assert ts.dense_rows(_band_with_dense_rows(500, [])).size == 0
     # rows no longer than DENSE_ROW stay in the coloring
-    assert ts.dense_rows(_band_with_dense_rows(ts.DENSE_ROW, [3]), ts.DENSE_ROW).size == 0
+    assert ts.dense_rows(_band_with_dense_rows(ts.DENSE_ROW, [3])).size == 0
     # as many dense rows as columns: reverse sweeps would cost more than the colors
-    assert ts.dense_rows(sps.csr_matrix(np.ones((300, 300), dtype=np.int8)), 300).size == 0
+    assert ts.dense_rows(sps.csr_matrix(np.ones((300, 300), dtype=np.int8))).size == 0
 
 
 def _with_sums(x):

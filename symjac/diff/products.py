@@ -132,10 +132,7 @@ def finish(p: Partial):
 def _derive(p: Partial):
     """The record's steps applied to the traced outputs, nested as the transform returns them."""
     record, traced, var = p.spec.transform, p.traced, p.var
-    if record.output == "scalar":
-        _scalar_output(traced, record.name)
-    elif record.output == "field":
-        _check_field(traced, [a.shape for a in var.arrays], record.name)
+    check_output(record, traced, [a.shape for a in var.arrays] if var is not None else [])
     terms: dict = {(k,): a for k, a in enumerate(traced.arrays)}
     gradients: set = set()  # keys of terms that are a scalar's derivative in their last key's variable
     steps, i = record.steps, 0
@@ -149,6 +146,15 @@ def _derive(p: Partial):
                      {k for k in terms if k[:-1] in scalars} if steps[i] == "jacobian" else set())
         i += 1
     return _nest(p, terms)
+
+
+def check_output(record, traced, shapes: list[tuple]) -> None:
+    """What the record's ``output`` asks of the traced outputs (either tier's; ``shapes``:
+    the differentiated variables')."""
+    if record.output == "scalar":
+        _scalar_output(traced, record.name)
+    elif record.output == "field":
+        _check_field(traced, shapes, record.name)
 
 
 def _check_field(traced, shapes: list[tuple], name: str) -> None:
@@ -166,6 +172,15 @@ def _dense_name(levels: int) -> str:
     return {1: "Jacobian", 2: "Hessian"}.get(levels, f"derivative of order {levels}")
 
 
+def _located_jacobian(arrays: list[SymArray], var):
+    """The nonzero entries of the arrays' Jacobian in the variables, each as
+    ``(array k, its flat entry, variable m, its flat entry, node)``."""
+    a_off, x_off = Offsets([a.size for a in arrays]), Offsets([x.size for x in var.arrays])
+    for (r, c), node in _diff.jacobian(_flat(arrays), var.wrt).items():
+        (k, row), (m, col) = a_off.locate(r), x_off.locate(c)
+        yield k, row, m, col, node
+
+
 def _jacobian_step(p: Partial, terms: dict, i: int, gradients: set = frozenset()) -> dict:
     """Each array's derivative in each variable: dense blocks ``a.shape + x.shape``, or
     SymSparse blocks ``(a.size, x.size)`` for a sparse product's last step at the top.
@@ -173,12 +188,9 @@ def _jacobian_step(p: Partial, terms: dict, i: int, gradients: set = frozenset()
     in its own variable is symmetric: its lower triangle reuses the upper one's nodes."""
     var, keys = p.var, list(terms)
     arrays = [terms[k] for k in keys]
-    entries = _diff.jacobian(_flat(arrays), var.wrt)
     ins = var.arrays
-    a_off, x_off = Offsets([a.size for a in arrays]), Offsets([x.size for x in ins])
     split: dict = {}
-    for (r, c), node in entries.items():
-        (k, row), (m, col) = a_off.locate(r), x_off.locate(c)
+    for k, row, m, col, node in _located_jacobian(arrays, var):
         split.setdefault((k, m), {})[row, col] = node
     sparse = p.spec.sparse if p.top and i == len(p.spec.transform.steps) - 1 else None
     what = _dense_name(nesting(p.spec.transform.steps[: i + 1]).count(INPUT))
@@ -276,11 +288,8 @@ def _jacobian_trace(p: Partial, terms: dict) -> dict:
     where an entry of ``x`` meets its own index, summed per remaining key."""
     var, keys = p.var, list(terms)
     arrays = [terms[k] for k in keys]
-    entries = _diff.jacobian(_flat(arrays), var.wrt)
-    a_off, x_off = Offsets([a.size for a in arrays]), Offsets([x.size for x in var.arrays])
     diagonal: dict = {}
-    for (r, c), node in entries.items():
-        (k, row), (m, col) = a_off.locate(r), x_off.locate(c)
+    for k, row, m, col, node in _located_jacobian(arrays, var):
         if keys[k][-1] == m and row % var.arrays[m].size == col:
             diagonal.setdefault((k, row // var.arrays[m].size), []).append(node)
     sums: dict = {key[:-1]: [] for key in keys}

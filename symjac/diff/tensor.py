@@ -33,11 +33,10 @@ from . import tensor_rules as rules
 from . import tensor_sparse
 from .products import (
     _check_dense,
-    _check_field,
     _dense_name,
     _derivative_dtype,
     _lead,
-    _scalar_output,
+    check_output,
     nested,
 )
 
@@ -117,10 +116,7 @@ class _Term:
 def _derive(spec: Spec, traced, var, vectors):
     """The record's steps applied to the traced outputs, nested as the transform returns them."""
     record = spec.transform
-    if record.output == "scalar":
-        _scalar_output(traced, record.name)
-    elif record.output == "field":
-        _check_field(traced, [x.shape for x in var.nodes], record.name)
+    check_output(record, traced, [x.shape for x in var.nodes] if var is not None else [])
     terms = {(k,): _Term(o.node, o.shape, o.dtype) for k, o in enumerate(traced.arrays)}
     steps, i = record.steps, 0
     while i < len(steps):

@@ -353,8 +353,8 @@ DENSE_ROW = 64
 _REVERSE_ENTRIES = 20_000_000
 
 
-def dense_rows(pattern, n_out: int) -> np.ndarray:
-    """The rows (of the stacked pattern, ``n_out`` of them) better computed by reverse sweeps,
+def dense_rows(pattern) -> np.ndarray:
+    """The rows (of the outputs' stacked pattern) better computed by reverse sweeps,
     one each, than by the coloring: a row with ``r`` nonzeros needs ``r`` colors, so one dense
     row (a sum over all of the input beside local terms) makes every column a color of its own,
     and the forward seeds an ``n x n`` constant.  Taking the ``d`` densest rows out costs ``d``
@@ -367,7 +367,7 @@ def dense_rows(pattern, n_out: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     order = np.argsort(-counts, kind="stable")
     ranked = counts[order]
-    most = max(0, min(ranked.size, _REVERSE_ENTRIES // (n_out + csr.shape[1])))
+    most = max(0, min(ranked.size, _REVERSE_ENTRIES // (csr.shape[0] + csr.shape[1])))
     d = np.arange(most + 1)
     rest = np.append(ranked, 0)[d]  # the densest row left after taking d out
     best = int(np.argmin(2 * d + rest))
@@ -400,7 +400,7 @@ def jacobian(outs: list[t.Node], x: t.Node, dtypes: Sequence, format: str) -> li
     sps = _sps()
     per_out = [found[o] if o in found else sps.csr_matrix((o.size, x.size), dtype=np.int8) for o in outs]
     stacked = sps.vstack(per_out).tocsr()
-    dense = dense_rows(stacked, stacked.shape[0])
+    dense = dense_rows(stacked)
     if dense.size:
         keep = np.ones(stacked.shape[0], dtype=np.int8)
         keep[dense] = 0
