@@ -713,3 +713,27 @@ def topo_order(roots: Iterable[Node]) -> list[Node]:
                 stack.pop()
                 order.append(n)
     return order
+
+
+def readers(order: list, outputs: Sequence[Node]) -> dict:
+    """How many nodes (and outputs) read each node."""
+    count: dict = {}
+    for n in order:
+        for a in set(n.args):
+            count[a] = count.get(a, 0) + 1
+    for o in outputs:
+        count[o] = count.get(o, 0) + 1
+    return count
+
+
+def rewritten(outputs: Sequence[Node], rewrite: Callable[[Node, Node, dict], Node]) -> list[Node]:
+    """The program rebuilt in order, each node over its operands' new nodes and then
+    replaced by ``rewrite(old node, rebuilt node, readers of the old nodes)``."""
+    order = topo_order(outputs)
+    count = readers(order, outputs)
+    new: dict = {}
+    for n in order:
+        args = tuple(new[a] for a in n.args)
+        m = n if args == n.args else Node(n.op, args, n.param, n.shape, n.dtype)
+        new[n] = rewrite(n, m, count)
+    return [new[o] for o in outputs]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
@@ -27,6 +28,7 @@ from ..backend import ssa as _program
 from ..ir import graph as g
 from ..ir import ops as _ops
 from ..ir import tensor as t
+from . import pieces
 
 # ----- element functions ------------------------------------------------------------------------
 
@@ -668,31 +670,7 @@ def stack_products(outputs: Sequence[t.Node]) -> list[t.Node]:
         if m.op == "map" and m.dtype.kind == "f" and len(m.args) >= STACK_MIN and _plain_sum(m):
             return _stacked_sum(m, [readers[a] == 1 for a in n.args])
         return m
-    return _rewritten(outputs, rewrite)
-
-
-def _readers(order: list, outputs: Sequence[t.Node]) -> dict:
-    """How many nodes (and outputs) read each node."""
-    readers: dict = {}
-    for n in order:
-        for a in set(n.args):
-            readers[a] = readers.get(a, 0) + 1
-    for o in outputs:
-        readers[o] = readers.get(o, 0) + 1
-    return readers
-
-
-def _rewritten(outputs: Sequence[t.Node], rewrite) -> list[t.Node]:
-    """The program rebuilt in order, each node over its operands' new nodes and then
-    replaced by ``rewrite(old node, rebuilt node, readers of the old nodes)``."""
-    order = t.topo_order(outputs)
-    readers = _readers(order, outputs)
-    new: dict = {}
-    for n in order:
-        args = tuple(new[a] for a in n.args)
-        m = n if args == n.args else t.Node(n.op, args, n.param, n.shape, n.dtype)
-        new[n] = rewrite(n, m, readers)
-    return [new[o] for o in outputs]
+    return t.rewritten(outputs, rewrite)
 
 
 def _stacked_sum(m: t.Node, single: list[bool]) -> t.Node:
@@ -752,7 +730,7 @@ def fold_product_sums(outputs: Sequence[t.Node]) -> list[t.Node]:
         if factors is None or not summing or short_last or m.dtype != m.args[0].dtype:
             return m
         return t.Node("einsum", factors, t.Ein((sub, sub), m.param.out, m.param.sizes), m.shape, m.dtype)
-    return _rewritten(outputs, rewrite)
+    return t.rewritten(outputs, rewrite)
 
 
 def sum_into_products(outputs: Sequence[t.Node]) -> list[t.Node]:
@@ -793,7 +771,7 @@ def sum_into_products(outputs: Sequence[t.Node]) -> list[t.Node]:
             return product
         scaled = t.einsum([product, m.args[1 - k]], [ein.out, ""], ein.out, dtype=m.dtype, sizes=sizes)
         return m if scaled is None else scaled
-    return _rewritten(outputs, rewrite)
+    return t.rewritten(outputs, rewrite)
 
 
 def merge_maps(outputs: Sequence[t.Node]) -> list[t.Node]:
@@ -820,7 +798,7 @@ def merge_maps(outputs: Sequence[t.Node]) -> list[t.Node]:
             if not product or merged is not as_map or into_map:
                 return merged
         return m
-    return _rewritten(outputs, rewrite)
+    return t.rewritten(outputs, rewrite)
 
 
 #: placeholders' new positions while two element functions are renumbered into one
@@ -886,6 +864,34 @@ def _is_view(n: t.Node) -> bool:
     return n.op in VIEWS or (n.op == "einsum" and len(n.args) == 1 and t._is_placement(n))
 
 
+@dataclass(frozen=True)
+class _Into:
+    """Where a step writes: the concatenation's (slot ``slot``) array of ``shape``, taken
+    from the pool by this step (``first``), at ``key`` (None: the whole array)."""
+
+    slot: int
+    key: tuple | None
+    shape: tuple
+    first: bool
+
+
+def _rest_of_concat(copy: list[bool], parts: Sequence[t.Node], axis: int):
+    """The concatenation's step where some parts were written into its array already:
+    the others copied in."""
+    keys, start = [], 0
+    for a in parts:
+        count = a.shape[axis]
+        keys.append((slice(None),) * axis + (slice(start, start + count),))
+        start += count
+    todo = [(j, keys[j]) for j, c in enumerate(copy) if c]
+
+    def run(*xs, out=None, pool=None):
+        for j, key in todo:
+            out[key] = xs[j]
+        return out
+    return run
+
+
 class Plan:
     """An array program as NumPy steps: ``run(leaves) -> results``.
 
@@ -897,7 +903,7 @@ class Plan:
     FOLD_LIMIT = 1 << 22
 
     def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None, bounds: Sequence = ()):
-        outputs = merge_maps(sum_into_products(fold_product_sums(stack_products(outputs))))
+        outputs = merge_maps(pieces.split(sum_into_products(fold_product_sums(stack_products(outputs)))))
         if fuse is not None:  # pieces computed per sample by one kernel each (``regions.py``)
             from . import regions
 
@@ -933,6 +939,9 @@ class Plan:
                 storage_end[storage[a]] = max(storage_end.get(storage[a], -1), slot[n])
         for o in outputs:
             storage_end[storage[o]] = len(order)
+        into = self._into_plan(order, outputs)
+        taken: set = set()  # the concatenations whose arrays a part's step has taken
+        written: set = set()  # the parts whose steps write into them
         known: dict = {}  # node -> its value, for nodes of constants only
         self._known = known  # (what a region's step asks of its inputs while the steps are planned)
         releases: dict = {}  # step slot -> slots whose pooled arrays are free after it
@@ -956,7 +965,18 @@ class Plan:
                     known[n] = value
                 else:
                     fn, pooled = self._function(n)
-                    if pooled is not None:
+                    where = into.get(n)
+                    if where is not None:
+                        # a part written into its concatenation's array (taken by the first)
+                        whole, key = where
+                        pooled = _Into(slot[whole], key, whole.shape, slot[whole] not in taken)
+                        taken.add(slot[whole])
+                        written.add(n)
+                    elif n.op == "concat" and k in taken:
+                        fn = _rest_of_concat([a not in written for a in n.args], n.args, n.param)
+                        pooled = _Into(k, None, n.shape, False)
+                        releases.setdefault(storage_end.get(n, len(order)), []).append(k)
+                    elif pooled is not None:
                         releases.setdefault(storage_end.get(n, len(order)), []).append(k)
                     free = [slot[a] for a in set(n.args) if last_use.get(slot[a]) == k and a not in known]
                     self.steps.append((fn, [slot[a] for a in n.args], k, free, pooled))
@@ -982,6 +1002,26 @@ class Plan:
     #: longer programs run through the loop in :meth:`run` (their text would take long to compile)
     STRAIGHT_STEPS = 4000
 
+    @staticmethod
+    def _into_plan(order: list, outputs: Sequence[t.Node]) -> dict:
+        """part -> (concatenation, key): the parts of concatenations (along an axis with only
+        length-1 axes in front: each part a contiguous block) whose steps can write their
+        values straight into the concatenation's array (``pieces.py``: the middle piece of a
+        gradient of shifted slices, 100,000 entries, is not copied again)."""
+        readers = t.readers(order, outputs)
+        into: dict = {}
+        for n in order:
+            if n.op != "concat" or math.prod(n.shape) < POOL_MIN or any(m != 1 for m in n.shape[:n.param]):
+                continue
+            start = 0
+            for a in n.args:
+                count = a.shape[n.param]
+                if (a.op == "map" and readers.get(a) == 1 and n.args.count(a) == 1
+                        and a.dtype == n.dtype):
+                    into[a] = (n, (slice(None),) * n.param + (slice(start, start + count),))
+                start += count
+        return into
+
     def _straight_line(self):
         """``run(leaves, fixed, pool, dtype) -> [values of the outputs]``: the steps as calls
         on locals, arrays drawn from and given back to ``pool`` exactly as :meth:`run`'s loop
@@ -998,6 +1038,15 @@ class Plan:
             operands = ", ".join(f"v{int(a)}" for a in args)
             if pooled is None:
                 lines.append(f"    v{k} = s{j}({operands})")
+            elif type(pooled) is _Into:
+                if pooled.first:
+                    scope[f"P{j}"] = pooled.shape
+                    lines.append(f"    b{int(pooled.slot)} = take(P{j}, dtype)")
+                target = f"b{int(pooled.slot)}"
+                if pooled.key is not None:
+                    scope[f"K{j}"] = pooled.key
+                    target += f"[K{j}]"
+                lines.append(f"    v{k} = s{j}({operands}{', ' if operands else ''}out={target}, pool=pool)")
             else:
                 scope[f"P{j}"] = tuple(int(n) for n in pooled)
                 lines.append(f"    b{k} = take(P{j}, dtype)")
@@ -1131,6 +1180,12 @@ class Plan:
             for fn, args, k, free, pooled, release in self.steps:
                 if pooled is None:
                     values[k] = fn(*[values[a] for a in args])
+                elif type(pooled) is _Into:
+                    if pooled.first:
+                        buffers[pooled.slot] = pool.take(pooled.shape, dtype)
+                    buf = buffers[pooled.slot]
+                    values[k] = fn(*[values[a] for a in args], out=buf if pooled.key is None else buf[pooled.key],
+                                   pool=pool)
                 else:
                     buf = buffers[k] = pool.take(pooled, dtype)
                     values[k] = fn(*[values[a] for a in args], out=buf, pool=pool)
