@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import symjac as sj
+from symjac.ir import tensor as t
 from symjac.runtime import fused
 
 RNG = np.random.default_rng(17)
@@ -208,6 +209,23 @@ def test_small_maps_single_operations_and_clear_caches(fresh):
     assert len(_loops()) == 1
     sj.clear_caches()
     assert fused._loops == {}
+
+
+def test_one_operation_over_an_operand_broadcast_inside_the_block_is_fused(fresh, ran):
+    """``x[:, None, :] - m[None]`` is one operation an entry, but NumPy's pass over it runs
+    its loop along the last axis alone (10 entries): it gets a loop, with NumPy's bits;
+    ``a - b`` of two whole operands does not."""
+    X = RNG.normal(size=(1000, 1, 10))
+    M = RNG.normal(size=(1, 25, 10))
+    loop = fused.fuse(t.Body(t.PH[0] - t.PH[1], 2), [X.shape, M.shape], (1000, 25, 10), np.float64)
+    loop.start(True)
+    assert loop.state == "ready" and loop.out_shape == (-1, 250)
+    out = np.empty((1000, 25, 10))
+    assert loop._kernel([X, M], out, out.shape) is out
+    np.testing.assert_array_equal(out, X - M)
+    whole = fused.fuse(t.Body(t.PH[0] - t.PH[1], 2), [(1000, 250), (1000, 250)], (1000, 250), np.float64)
+    whole.start(True)
+    assert whole.state == "none"
 
 
 def test_one_loop_serves_arrays_of_every_size(fresh, ran):

@@ -565,6 +565,39 @@ def test_a_sum_of_a_product_read_by_nothing_else_is_taken_into_the_product():
     _close(*_both(sj.grad(loss, argnums=(0, 1)), means, Q))
 
 
+def test_a_product_read_by_an_element_function_is_laid_out_in_its_own_order():
+    """GMM's ``Q (x - m)``: the batched product's result would be a transposed view of
+    1,000 x 25 x 10; read by an element function it is written in its own order (the map
+    reads memory in order), read only by another product it stays a view; the values
+    are NumPy's."""
+    from symjac.runtime import tensor_eval
+
+    Q = t.input_(0, "Q", (25, 10, 10), np.float64)
+    xc = t.input_(1, "xc", (1000, 25, 10), np.float64)
+    qx = t.einsum([Q, xc], ["kij", "nkj"], "nki")
+    mapped = t.apply(lambda a: a * a + 1, [qx], np.float64)
+    producted = t.einsum([qx, xc], ["nki", "nkj"], "kij")
+    Qv, Xv = RNG.normal(size=(25, 10, 10)), RNG.normal(size=(1000, 25, 10))
+    want = np.einsum("kij,nkj->nki", Qv, Xv)
+    for outputs, laid_out in (([mapped], True), ([producted], False)):
+        plan = tensor_eval.Plan(outputs, 2, np.float64)
+        seen = []
+        steps = []
+        for fn, args, k, free, pooled, release in plan.steps:
+            def spy(*a, fn=fn, seen=seen, **kw):
+                value = fn(*a, **kw)
+                seen.append(value)
+                return value
+            steps.append((spy, args, k, free, pooled, release))
+        plan.steps, plan._straight = steps, None
+        (got,) = plan.run([Qv, Xv])
+        product = seen[0]
+        assert product.shape == (1000, 25, 10)
+        assert product.flags.c_contiguous == laid_out
+        np.testing.assert_allclose(product, want, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(got, np.einsum("nki,nkj->kij", want, Xv), rtol=1e-12)
+
+
 def test_a_large_broadcasting_product_becomes_a_map_with_a_reshaped_operand():
     """ab,abc->abc: the weight gets a length-1 last axis (a view) so that the product can
     merge with the maps around it; not for a small product, nor a transposed operand."""
