@@ -737,3 +737,13 @@ def rewritten(outputs: Sequence[Node], rewrite: Callable[[Node, Node, dict], Nod
         m = n if args == n.args else Node(n.op, args, n.param, n.shape, n.dtype)
         new[n] = rewrite(n, m, count)
     return [new[o] for o in outputs]
+
+
+def shared(outputs: Sequence[Node]) -> list[Node]:
+    """The program with nodes of the same operation, operands and parameter made one
+    (rewrites build nodes outside an interning scope: two stackings of the same factors)."""
+    table: dict = {}
+
+    def rewrite(n: Node, m: Node, count: dict) -> Node:
+        return table.setdefault((m.op, m.args, m.param, m.shape, m.dtype), m)
+    return rewritten(outputs, rewrite)
