@@ -8,7 +8,7 @@ import pytest
 
 import symjac as sj
 from symjac.ir import tensor as t
-from symjac.runtime import fused, regions
+from symjac.runtime import fused, regions, tensor_eval
 
 RNG = np.random.default_rng(41)
 
@@ -117,6 +117,40 @@ def test_a_region_stays_convex():
         inputs = {a for a, *_ in r.inputs}
         for a in inputs:  # no input of a region depends on the region
             assert not set(t.topo_order([a])) & set(r.members)
+
+
+def test_a_region_takes_in_a_lone_product_its_next_member_reads():
+    """A PINN layer's ``Σ_d J[:, d, :]²`` of a wide product's result has no member operand,
+    so it starts a region alone; the element function that reads it joins the tanh's
+    region and takes it in (one kernel, no (n, 32) array written between them), unless
+    its operand depends on that region (then it stays out: the region would wait for
+    itself); the values are NumPy's either way."""
+    with t.building():
+        W = t.input_(1, "W", (32, 32), np.float64)
+        h = t.apply(lambda a: a * a + 1, [_node((500, 32))], np.float64)  # a region's member
+        hp = t.apply(lambda a: 1 - a * a, [h], np.float64)
+        J = t.input_(2, "J", (500, 2, 32), np.float64)
+        JW = t.einsum([W, J], ["ab", "cdb"], "cda")  # wide: BLAS's
+        lone = t.einsum([JW, JW], ["abc", "abc"], "ac")
+        out = t.apply(lambda a, b: a * b + a, [hp, lone], np.float64)
+        # the same, with the wide product's operand depending on the tanh's region
+        JW2 = t.einsum([W, t.einsum([hp, J], ["ac", "abc"], "abc")], ["ab", "cdb"], "cda")
+        lone2 = t.einsum([JW2, JW2], ["abc", "abc"], "ac")
+        out2 = t.apply(lambda a, b: a * b + a, [hp, lone2], np.float64)
+    found = regions.find(t.topo_order([out]), [out], np.float64)
+    owner = {m: k for k, r in enumerate(found) for m in r.members}
+    assert owner.get(out) == owner.get(h) == owner.get(lone) is not None
+    found = regions.find(t.topo_order([out2]), [out2], np.float64)
+    owner = {m: k for k, r in enumerate(found) for m in r.members}
+    assert owner.get(h) is not None and owner.get(lone2) != owner.get(h)
+    X = RNG.normal(size=(500, 32))
+    Wv, Jv = RNG.normal(size=(32, 32)), RNG.normal(size=(500, 2, 32))
+    hv = X * X + 1
+    hpv = 1 - hv * hv
+    jw = np.einsum("ab,cdb->cda", Wv, Jv)
+    want = hpv * np.einsum("abc,abc->ac", jw, jw) + hpv
+    plan = tensor_eval.Plan([out], 3, np.float64, fused.fuse)
+    np.testing.assert_allclose(plan.run([X, Wv, Jv])[0], want, rtol=1e-13)
 
 
 def test_wide_products_stay_blas():

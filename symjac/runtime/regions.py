@@ -188,6 +188,8 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node], dtype: np.dtype) ->
                 joined = len(members)
                 sigs.append(sig)
                 members.append([])
+            else:
+                _absorb(n, rs, joined, region_of, members, sigs, deps)
             region_of[n] = joined
             members[joined].append(n)
             node_roles[n] = rs
@@ -216,6 +218,27 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node], dtype: np.dtype) ->
         outs = [m for m in ms if m in used_outside]
         regions.append(Region(sigs[rid], ms, list(inputs), outs, np.dtype(dtype), {m: node_roles[m] for m in ms}))
     return _acyclic(order, regions)
+
+
+def _absorb(n: t.Node, rs: list, joined: int, region_of: dict, members: list, sigs: list, deps: dict) -> None:
+    """Move into region ``joined`` (which ``n`` joins) each member operand of ``n`` that is
+    a region alone, where the two stay convex together: a PINN's ``Σ_d J[:, d, :]²`` of a
+    matrix product's result starts a region of its own (no operand of it is a member
+    anywhere) that the next element function, reading it, can take in."""
+    for a, r in zip(n.args, rs, strict=True):
+        c = region_of.get(a)
+        if not r.member or c is None or c == joined or sigs[c] != sigs[joined] or members[c] != [a]:
+            continue
+        if any(joined in deps[b] for b in a.args):
+            continue
+        if any(c in deps[b] for m in members[joined] for b in m.args if region_of.get(b) != joined):
+            continue
+        region_of[a] = joined
+        members[joined].append(a)
+        members[c] = []
+        for key, d in deps.items():
+            if c in d:
+                deps[key] = (d - {c}) | {joined}
 
 
 def _acyclic(order: Sequence[t.Node], regions: list[Region]) -> list[Region]:
