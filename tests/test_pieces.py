@@ -3,9 +3,9 @@ and parts written straight into their concatenation's array (``Plan._into_plan``
 
 import numpy as np
 import pytest
+from plan_helpers import planned
 
 import symjac as sj
-from symjac.ir import tensor as t
 from symjac.runtime import dispatch, pieces, tensor_eval
 
 RNG = np.random.default_rng(11)
@@ -38,25 +38,6 @@ def _apart(monkeypatch, T, *args):
     return value
 
 
-def _ops(T, *args):
-    """The operations of the program the plan runs (after its rewrites)."""
-    seen = []
-    real = tensor_eval.merge_maps
-
-    def spy(outputs):
-        out = real(outputs)
-        seen.append(out)
-        return out
-    tensor_eval.merge_maps = spy
-    try:
-        sj.clear_caches()
-        with sj.using_tier("array"), sj.compiling("never"):
-            T(*args)
-    finally:
-        tensor_eval.merge_maps = real
-    return t.topo_order(seen[-1])
-
-
 @pytest.mark.parametrize("n", [20_000, 9_000])
 def test_a_gradient_of_shifted_slices_is_pieces_of_one_function_of_shifted_views(n):
     """Rosenbrock's gradient: no zero-padded array and no whole-length sum is left;
@@ -64,7 +45,7 @@ def test_a_gradient_of_shifted_slices_is_pieces_of_one_function_of_shifted_views
     array, and the values are the formula's."""
     x = RNG.normal(size=n)
     T = sj.grad(_rosenbrock)
-    ops = _ops(T, x)
+    ops = planned(T, x)
     assert not [m for m in ops if m.op == "embed"]
     (whole,) = [m for m in ops if m.op == "concat"]
     assert [p.shape[0] for p in whole.args] == [1, n - 2, 1]
@@ -118,7 +99,7 @@ def test_pieces_along_either_axis_with_a_broadcast_operand(monkeypatch, axis):
         return np.sum(d ** 2)
 
     T = sj.grad(f)
-    ops = _ops(T, X)
+    ops = planned(T, X)
     assert not [m for m in ops if m.op == "embed"]
     with sj.using_tier("array"), sj.compiling("never"):
         got = T(X)
@@ -138,7 +119,7 @@ def test_a_function_read_through_overlapping_slices_is_computed_once():
         u = np.tanh(x)
         return np.sum((u[1:] - u[:-1]) ** 2)
 
-    ops = _ops(sj.grad(f), x)
+    ops = planned(sj.grad(f), x)
     tanh = [m for m in ops if m.op == "map" and "tanh" in str(m.param.expr)]
     assert sum(m.size for m in tanh) <= 2 * x.size, [m.shape for m in tanh]
 
@@ -156,7 +137,7 @@ def test_pieces_match_the_scalar_tier_on_a_small_stencil(monkeypatch):
         T = sj.grad(f)
         with sj.using_tier("scalar"):
             want = T(x)
-        assert not [m for m in _ops(T, x) if m.op == "embed"]
+        assert not [m for m in planned(T, x) if m.op == "embed"]
         with sj.using_tier("array"):
             got = T(x)
         assert got.dtype == want.dtype

@@ -3,30 +3,13 @@ consecutive slices rejoined (``runtime/rows.py``), and equal nodes shared (``t.s
 
 import numpy as np
 import pytest
+from plan_helpers import planned
 
 import symjac as sj
 from symjac.ir import tensor as t
 from symjac.runtime import rows, tensor_eval
 
 RNG = np.random.default_rng(23)
-
-
-def _planned(T, *args):
-    """The program the plan runs (after its rewrites, before merging maps)."""
-    seen = []
-    real = tensor_eval.merge_maps
-
-    def spy(outputs):
-        seen.append(list(outputs))
-        return real(outputs)
-    tensor_eval.merge_maps = spy
-    try:
-        sj.clear_caches()
-        with sj.using_tier("array"), sj.compiling("never"):
-            T(*args)
-    finally:
-        tensor_eval.merge_maps = real
-    return t.topo_order(seen[-1])
 
 
 @pytest.mark.parametrize("steps", [6, 2])
@@ -48,7 +31,7 @@ def test_an_rnns_input_products_are_one_product(steps):
     W = RNG.normal(size=(hidden, hidden)) / 4
     U = RNG.normal(size=(hidden, inputs)) / 2
     T = sj.grad(loss, argnums=(0, 1))
-    nodes = _planned(T, W, U)
+    nodes = planned(T, W, U)
     with_u = [n for n in nodes if n.op == "einsum" and any(a.shape == (hidden, inputs) and a.op == "input"
                                                            for a in n.args)]
     if steps >= rows.MIN_ROWS:
