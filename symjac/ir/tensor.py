@@ -592,6 +592,16 @@ class Window:
     def is_full(self, shape: tuple[int, ...]) -> bool:
         return all(s == 0 and t == 1 and c == n for (s, t, c), n in zip(self.axes, shape, strict=True))
 
+    def partial(self, shape: tuple[int, ...]) -> list[int]:
+        """The axes on which the window is not the whole of ``shape``."""
+        return [k for k, ((s, t, c), n) in enumerate(zip(self.axes, shape, strict=True))
+                if not (s == 0 and t == 1 and c == n)]
+
+    @staticmethod
+    def along(shape: tuple[int, ...], axis: int, part: tuple[int, int, int]) -> Window:
+        """The whole of ``shape`` except ``part`` (start, step, count) on ``axis``."""
+        return Window(tuple(part if k == axis else (0, 1, n) for k, n in enumerate(shape)))
+
 
 def window_of(shape: tuple[int, ...], slices: Sequence[slice]) -> Window:
     axes = []

@@ -54,7 +54,6 @@ def split(outputs: Sequence[t.Node]) -> list[t.Node]:
     if not made:
         return outputs
     order = t.topo_order(outputs)
-    readers = t.readers(order, outputs)
     # element functions read only through the pieces' slices, which take no more entries than
     # they have (overlapping slices would compute entries twice; a slice of the traced program,
     # a column of an (n, 3) array, stays a view of the function's one pass)
@@ -69,14 +68,12 @@ def split(outputs: Sequence[t.Node]) -> list[t.Node]:
                     kept.add(a)
     only_sliced = {a for a, size in taken.items() if a not in kept and size <= a.size}
 
-    new: dict = {}
-    for n in order:
-        args = tuple(new[a] for a in n.args)
-        if n in made and n.args[0] in only_sliced:
-            new[n] = _sliced(n.args[0], n.param, readers, new, top=True)
-        else:
-            new[n] = n if args == n.args else t.Node(n.op, args, n.param, n.shape, n.dtype)
-    return [new[o] for o in outputs]
+    new: dict = {}  # each node's rewritten node so far (what _sliced reads where it stops)
+
+    def push(n: t.Node, m: t.Node, readers: dict) -> t.Node:
+        new[n] = _sliced(n.args[0], n.param, readers, new, top=True) if n in made and n.args[0] in only_sliced else m
+        return new[n]
+    return t.rewritten(outputs, push)
 
 
 def _axis(m: t.Node) -> int | None:
@@ -87,8 +84,7 @@ def _axis(m: t.Node) -> int | None:
         if a.op != "embed":
             continue
         win, _ = a.param
-        partial = [k for k, ((s, step, c), n) in enumerate(zip(win.axes, a.shape, strict=True))
-                   if not (s == 0 and step == 1 and c == n)]
+        partial = win.partial(a.shape)
         if len(partial) != 1 or win.axes[partial[0]][1] != 1 or (axis is not None and partial[0] != axis):
             return None
         axis = partial[0]
@@ -130,7 +126,7 @@ def _pieces(m: t.Node, made: set) -> t.Node:
                 s, _, c = a.param[0].axes[axis]
                 if s <= lo and hi <= s + c:
                     inner = a.args[0]
-                    piece = t.slice_(inner, _along(inner.shape, k, lo - s, hi - lo))
+                    piece = t.slice_(inner, t.Window.along(inner.shape, k, (lo - s, 1, hi - lo)))
                     made.add(piece)
                     operands.append(piece)
                 else:
@@ -140,14 +136,10 @@ def _pieces(m: t.Node, made: set) -> t.Node:
             elif k < 0 or a.shape[k] == 1:
                 operands.append(a)
             else:
-                operands.append(t.slice_(a, _along(a.shape, k, lo, hi - lo)))
+                operands.append(t.slice_(a, t.Window.along(a.shape, k, (lo, 1, hi - lo))))
         shape = m.shape[:axis] + (hi - lo,) + m.shape[axis + 1:]
         parts.append(t.Node("map", tuple(operands), m.param, shape, m.dtype))
     return t.Node("concat", tuple(parts), axis, m.shape, m.dtype)
-
-
-def _along(shape: tuple, axis: int, start: int, count: int) -> t.Window:
-    return t.Window(tuple((start, 1, count) if k == axis else (0, 1, n) for k, n in enumerate(shape)))
 
 
 def _sliced(m: t.Node, win: t.Window, readers: dict, new: dict, top: bool = False) -> t.Node:

@@ -45,7 +45,7 @@ def batch(outputs: Sequence[t.Node]) -> list[t.Node]:
         if product is None:
             continue
         for row, n in rows.items():
-            piece = t.slice_(product, t.Window(((row, 1, 1),) + tuple((0, 1, m) for m in n.shape)))
+            piece = t.slice_(product, t.Window.along(product.shape, 0, (row, 1, 1)))
             replaced[n] = t.reshape(piece, n.shape)
 
     if not replaced:
@@ -59,9 +59,8 @@ def _row(v: t.Node) -> tuple | None:
         return None
     s = v.args[0]
     whole = s.args[0]
-    (start, step, count), *rest = s.param.axes
-    if count != 1 or v.shape != whole.shape[1:] or any(a != (0, 1, m) for a, m in zip(rest, whole.shape[1:],
-                                                                                     strict=True)):
+    start, _, count = s.param.axes[0]
+    if count != 1 or v.shape != whole.shape[1:] or any(k != 0 for k in s.param.partial(whole.shape)):
         return None
     return whole, start
 
@@ -92,16 +91,16 @@ def _rejoined(m: t.Node) -> t.Node:
     for p in m.args:
         if p.op != "slice" or p.args[0] is not whole:
             return m
-        axes = p.param.axes
-        if axes[axis][1] != 1 or any(a != (0, 1, n) for j, (a, n) in enumerate(zip(axes, whole.shape, strict=True))
-                                     if j != axis):
+        part = p.param.axes[axis]
+        if part[1] != 1 or any(j != axis for j in p.param.partial(whole.shape)):
             return m
-        stretch.append(axes[axis])
+        stretch.append(part)
     start = stretch[0][0]
-    if all(s == start + sum(c for _, _, c in stretch[:j]) for j, (s, _, _) in enumerate(stretch)):
-        along = (start, 1, sum(c for _, _, c in stretch))
+    ends = [s + c for s, _, c in stretch]
+    if all(s == end for (s, _, _), end in zip(stretch[1:], ends, strict=False)):
+        along = (start, 1, ends[-1] - start)
     elif all(c == 1 and s == start - j for j, (s, _, c) in enumerate(stretch)):
         along = (start, -1, len(stretch))
     else:
         return m
-    return t.slice_(whole, t.Window(tuple(along if j == axis else (0, 1, n) for j, n in enumerate(whole.shape))))
+    return t.slice_(whole, t.Window.along(whole.shape, axis, along))

@@ -526,8 +526,7 @@ def _outside(win: t.Window, shape) -> list[tuple] | None:
     differs from the whole along one axis only, with step 1 (two slabs, either
     possibly empty; Rosenbrock's gradient places ``x[1:]`` and ``x[:-1]``), else
     None."""
-    partial = [k for k, ((s, step, c), n) in enumerate(zip(win.axes, shape, strict=True))
-               if not (s == 0 and step == 1 and c == n)]
+    partial = win.partial(shape)
     if len(partial) != 1 or win.axes[partial[0]][1] != 1:
         return None
     k = partial[0]
@@ -934,14 +933,20 @@ class _Into:
     first: bool
 
 
-def _rest_of_concat(copy: list[bool], parts: Sequence[t.Node], axis: int):
-    """The concatenation's step where some parts were written into its array already:
-    the others copied in."""
+def _part_keys(parts: Sequence[t.Node], axis: int) -> list[tuple]:
+    """Where each part lies in its concatenation along ``axis``."""
     keys, start = [], 0
     for a in parts:
         count = a.shape[axis]
         keys.append((slice(None),) * axis + (slice(start, start + count),))
         start += count
+    return keys
+
+
+def _rest_of_concat(copy: list[bool], parts: Sequence[t.Node], axis: int):
+    """The concatenation's step where some parts were written into its array already:
+    the others copied in."""
+    keys = _part_keys(parts, axis)
     todo = [(j, keys[j]) for j, c in enumerate(copy) if c]
 
     def run(*xs, out=None, pool=None):
@@ -1077,13 +1082,9 @@ class Plan:
         for n in order:
             if n.op != "concat" or math.prod(n.shape) < POOL_MIN or any(m != 1 for m in n.shape[:n.param]):
                 continue
-            start = 0
-            for a in n.args:
-                count = a.shape[n.param]
-                if (a.op == "map" and readers.get(a) == 1 and n.args.count(a) == 1
-                        and a.dtype == n.dtype):
-                    into[a] = (n, (slice(None),) * n.param + (slice(start, start + count),))
-                start += count
+            for a, key in zip(n.args, _part_keys(n.args, n.param), strict=True):
+                if a.op == "map" and readers.get(a) == 1 and n.args.count(a) == 1 and a.dtype == n.dtype:
+                    into[a] = (n, key)
         return into
 
     def _straight_line(self):
