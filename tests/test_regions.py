@@ -19,8 +19,8 @@ def ran(monkeypatch):
     seen: list = []
     real = regions.RegionLoop._run
 
-    def spy(self, values):
-        got = real(self, values)
+    def spy(self, values, out=None):
+        got = real(self, values, out)
         if got is not None:
             seen.append(self.region)
         return got
@@ -234,6 +234,47 @@ def test_constant_and_zero_entries_of_outputs(ran):
         np.testing.assert_allclose(j, jac_want, rtol=1e-13, atol=1e-13)
 
 
+def test_large_outputs_are_written_into_the_plans_reused_arrays(monkeypatch):
+    """A region's large outputs that other steps read are written into arrays of the plan's
+    pool, the same ones call after call, whatever those held before."""
+    n = 4000
+    A = RNG.normal(size=(n, 3))
+    M = RNG.normal(size=(3, 100))
+    R = RNG.normal(size=(3, 3))
+    given: list = []
+    real = regions.RegionLoop._run
+
+    def spy(self, values, out=None):
+        if out is not None:
+            for o in out:
+                if o is not None:
+                    o.fill(np.nan)  # (what a reused array may hold from the call before)
+        got = real(self, values, out)
+        if got is not None:
+            given.append([o.__array_interface__["data"][0] for o in out if o is not None] if out else [])
+        return got
+
+    def f(b):
+        y = A * b + A * A  # (n, 3)
+        z = np.tanh(y @ R) * y  # (a product of 3 x 3 a sample: in the region)
+        return (z * (z + 1.0)) @ M  # (a wide product: read by BLAS, outside the region)
+
+    bs = [RNG.normal(size=3) for _ in range(8)]
+    want = [f(b) for b in bs]
+    monkeypatch.setattr(regions.RegionLoop, "_run", spy)
+    fused.clear()
+    try:
+        with sj.using_tier("array"), sj.compiling("sync"):
+            T = sj.jit(f)
+            got = [T(b) for b in bs]
+    finally:
+        fused.clear()
+    for g_, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g_, w, rtol=1e-13, atol=1e-12)
+    assert len(given) >= 2 and given[-1]  # the kernel ran, into pooled arrays
+    assert given[-1] == given[-2]  # the same arrays both times
+
+
 # ----- random per-sample programs: the region kernels against NumPy's steps ------------------
 
 _M = RNG.normal(size=(4, 4)) / 2
@@ -282,8 +323,8 @@ def test_random_per_sample_programs_give_numpys_values():
     served: list = []
     real = regions.RegionLoop._run
 
-    def spy(self, values):
-        got = real(self, values)
+    def spy(self, values, out=None):
+        got = real(self, values, out)
         served.append(got is not None)
         return got
 

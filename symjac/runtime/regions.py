@@ -432,11 +432,13 @@ class RegionLoop(fused.FusedMap):
         self.batch.load_kernel()
         self.state = "ready" if self.batch.kernel is not None else "none"
 
-    def outputs(self, values: Sequence, numpy_pass: Callable[[], list]) -> list:
-        """The region's outputs: the kernel's (once ready, where it measures faster) or ``numpy_pass()``'s."""
-        return self.served(0, lambda: self._run(values), numpy_pass)
+    def outputs(self, values: Sequence, numpy_pass: Callable[[], list], out: Sequence | None = None) -> list:
+        """The region's outputs: the kernel's (once ready, where it measures faster) or
+        ``numpy_pass()``'s.  ``out``: per output, an array of its shape and the region's dtype
+        for the kernel to write it into, or None (a new one)."""
+        return self.served(0, lambda: self._run(values, out), numpy_pass)
 
-    def _run(self, values: Sequence) -> list | None:
+    def _run(self, values: Sequence, out: Sequence | None = None) -> list | None:
         r, batch = self.region, self.batch
         assert batch is not None
         p, s = r.sig
@@ -461,7 +463,16 @@ class RegionLoop(fused.FusedMap):
                         self.fixed[j] = (x, converted)
                     x = converted
             parts.append(x.reshape(layout))
-        outs = [(np.empty if full else np.zeros)(shape, dtype=dtype) for shape, _, full in out_shapes]
+        outs = []
+        for j, (shape, _, full) in enumerate(out_shapes):
+            given = None if out is None else out[j]
+            if given is None:
+                outs.append((np.empty if full else np.zeros)(shape, dtype=dtype))
+                continue
+            given = given.reshape(shape)  # (C-contiguous: a view)
+            if not full:  # (the kernel writes only the entries that are not exact zeros)
+                given.fill(0)
+            outs.append(given)
         if not p:
             if not batch.run_ready(parts, outs):
                 return None
