@@ -598,6 +598,71 @@ def test_a_product_read_by_an_element_function_is_laid_out_in_its_own_order():
     np.testing.assert_allclose(got, np.einsum("nki,nkj->kij", want, Xv), rtol=1e-12)
 
 
+def _step_values(plan, leaves):
+    """The plan's results and the value of each of its steps, in order."""
+    seen, steps = [], []
+    for fn, args, k, free, pooled, release in plan.steps:
+        def spy(*a, fn=fn, **kw):
+            value = fn(*a, **kw)
+            seen.append(value)
+            return value
+        steps.append((spy, args, k, free, pooled, release))
+    plan.steps, plan._straight = steps, None
+    return plan.run(leaves), seen
+
+
+def test_a_broadcasting_product_read_only_by_products_follows_its_larger_operand():
+    """A logistic regression's Hessian ``Xᵀ diag(s) X``: the product ``s ⊙ X`` as a (d, n)
+    node is written in X's order (a transposed view) when only a product reads it, in its
+    own order when an element function does; guarded or not, the values are NumPy's."""
+    from symjac.runtime import tensor_eval
+
+    Sv, Xv = RNG.normal(size=1000), RNG.normal(size=(1000, 100))
+    for safe in (False, True):
+        s = t.input_(0, "s", (1000,), np.float64)
+        X = t.input_(1, "X", (1000, 100), np.float64)
+        scaled = t.einsum([s, X], ["a", "ab"], "ba", safe=safe)
+        assert scaled.op == "einsum" and scaled.param.safe == safe
+        hessian = t.einsum([scaled, X], ["ba", "ac"], "bc")
+        mapped = t.apply(lambda a: a * a + 1, [scaled], np.float64)
+        for outputs, laid_out in (([hessian], False), ([mapped], True)):
+            (got,), seen = _step_values(tensor_eval.Plan(outputs, 2, np.float64), [Sv, Xv])
+            product = seen[0]
+            assert product.shape == (100, 1000)
+            assert product.flags.c_contiguous == laid_out
+            assert laid_out or product.T.flags.c_contiguous
+            np.testing.assert_allclose(product, (Sv[:, None] * Xv).T, rtol=1e-15)
+        np.testing.assert_allclose(got, ((Sv[:, None] * Xv).T) ** 2 + 1, rtol=1e-14)
+
+
+def test_a_guarded_product_is_plus_zero_wherever_its_first_operand_is_zero():
+    """Reverse mode's guarded products (``Ein.safe``): exactly +0.0 where the first operand
+    is ±0, even where the second is inf or NaN; elsewhere the IEEE product (NaN in the
+    first operand stays NaN)."""
+    from symjac.runtime import tensor_eval
+
+    n = 20000
+    x = RNG.normal(size=n)
+    x[::7], x[3::11], x[5::13] = 0.0, -0.0, np.nan
+    y = RNG.normal(size=(n, 3))
+    y[::5, 0], y[1::6, 1], y[2::9, 2] = np.inf, -np.inf, np.nan
+    a = t.input_(0, "x", (n,), np.float64)
+    b = t.input_(1, "y", (n, 3), np.float64)
+    for out in ("ab", "ba"):
+        node = t.einsum([a, b], ["a", "ab"], out, safe=True)
+        (got,), _ = _step_values(tensor_eval.Plan([node], 2, np.float64), [x, y])
+        with np.errstate(all="ignore"):
+            want = np.where(x[:, None] == 0, 0.0, x[:, None] * y)
+        want = want if out == "ab" else want.T
+        np.testing.assert_array_equal(got, want)  # (NaN where NaN)
+        assert (np.signbit(got) == np.signbit(want)).all()
+        for x_ in (np.abs(x) + 1.0, x):  # (no zero at all: one multiplication)
+            (again,), _ = _step_values(tensor_eval.Plan([node], 2, np.float64), [x_, y])
+            with np.errstate(all="ignore"):
+                w = np.where(x_[:, None] == 0, 0.0, x_[:, None] * y)
+            np.testing.assert_array_equal(again, w if out == "ab" else w.T)
+
+
 def test_a_large_broadcasting_product_becomes_a_map_with_a_reshaped_operand():
     """ab,abc->abc: the weight gets a length-1 last axis (a view) so that the product can
     merge with the maps around it; not for a small product, nor a transposed operand."""
