@@ -663,6 +663,49 @@ def test_a_guarded_product_is_plus_zero_wherever_its_first_operand_is_zero():
             np.testing.assert_array_equal(again, w if out == "ab" else w.T)
 
 
+def _mlp(W1, W2, W3):
+    def f(x):
+        return W3 @ np.tanh(W2 @ np.tanh(W1 @ x))
+    return f
+
+
+def test_a_chain_multiplies_its_small_factors_first():
+    """Per-sample Jacobians of an MLP: reverse mode's ``(W₃ ⊙ f₂'(x)) W₂`` is planned as one
+    product of ``f₂'(x)`` with ``W₃ ∘ W₂`` (10 x w x w), so no (n, 10, w) broadcasting
+    product is written; not where the weights' tensor would be as large as what it saves.
+    The Jacobians are the chain rule's, computed here by hand."""
+    from plan_helpers import planned
+
+    from symjac.runtime import tensor_eval
+
+    def broadcast_products(nodes, shape):  # W₃ ⊙ f₂'(x), read by a product
+        return [n for n in nodes if tensor_eval._pure_broadcast(n) and n.shape == shape
+                and any(a.shape == shape[1:] for a in n.args) and any(m.op == "einsum" and n in m.args for m in nodes)]
+
+    n, w, o = 300, 24, 10
+    W1, W2, W3 = RNG.normal(size=(w, w)) / 5, RNG.normal(size=(w, w)) / 5, RNG.normal(size=(o, w))
+    X = RNG.normal(size=(n, w))
+    T = sj.vmap(sj.jacobian(_mlp(W1, W2, W3)))
+    with sj.using_tier("array"):
+        nodes = planned(T, X)
+        got = T(X)
+    assert not broadcast_products(nodes, (n, o, w))
+    assert any(a.shape == (o, w, w) for m in nodes if m.op == "einsum" for a in m.args)
+    h1 = np.tanh(X @ W1.T)
+    d1, d2 = 1 - h1 ** 2, 1 - np.tanh(h1 @ W2.T) ** 2
+    want = np.einsum("ab,nb,bc,nc,cd->nad", W3, d2, W2, d1, W1)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    # 3 samples: the (10, w, w) tensor would outweigh the (3, 10, w) product
+    X = RNG.normal(size=(3, w))
+    with sj.using_tier("array"):
+        nodes = planned(T, X)
+        got = T(X)
+    assert broadcast_products(nodes, (3, o, w))
+    h1 = np.tanh(X @ W1.T)
+    d1, d2 = 1 - h1 ** 2, 1 - np.tanh(h1 @ W2.T) ** 2
+    np.testing.assert_allclose(got, np.einsum("ab,nb,bc,nc,cd->nad", W3, d2, W2, d1, W1), rtol=1e-12, atol=1e-12)
+
+
 def test_a_large_broadcasting_product_becomes_a_map_with_a_reshaped_operand():
     """ab,abc->abc: the weight gets a length-1 last axis (a view) so that the product can
     merge with the maps around it; not for a small product, nor a transposed operand."""
