@@ -38,7 +38,7 @@ NO_DOCTEST_YET: set = set()
 
 
 def blocks(page: Path):
-    text = page.read_text()
+    text = page.read_text(encoding="utf-8")
     for m in FENCE.finditer(text):
         yield m.group("lang"), m.group("body"), text.count("\n", 0, m.start()) + 2
 
@@ -106,7 +106,7 @@ def test_every_public_function_has_a_doctest():
 
 
 def test_every_public_name_is_in_the_api_reference():
-    api = (DOCS / "api.md").read_text()
+    api = (DOCS / "api.md").read_text(encoding="utf-8")
     for name in dir(sj):
         if not name.startswith("_") and not inspect.ismodule(getattr(sj, name)):
             assert re.search(rf"^\.\. auto\w+:: {re.escape(name)}$", api, re.M), f"api.md does not document {name}"
@@ -124,6 +124,6 @@ def test_site_builds_strictly(tmp_path):
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html", str(DOCS),
          str(tmp_path / "html")], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-5000:]
-    front = (tmp_path / "html" / "index.html").read_text()
+    front = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
     assert "Exact derivatives of ordinary NumPy functions" in front
     assert (tmp_path / "html" / "jvp-vjp.html").is_file()
