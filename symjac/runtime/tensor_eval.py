@@ -1126,10 +1126,10 @@ class Plan:
         # products read by something other than a product (or returned): written in their own order
         self._laid_out = set(outputs) | {a for m in order if m.op != "einsum" for a in m.args}
         releases: dict = {}  # step slot -> slots whose pooled arrays are free after it
-        picks: dict = {}  # region -> {output index: the pick step handing it out}
+        picks: dict = {}  # region -> {output index: the pick steps handing it out}
         for n in order:
             if n.op == "pick":
-                picks.setdefault(n.args[0], {})[n.param] = n
+                picks.setdefault(n.args[0], {}).setdefault(n.param, []).append(n)
         with np.errstate(all="ignore"):
             for n in order:
                 k = slot[n]
@@ -1337,7 +1337,8 @@ class Plan:
         writing three (4096, 64) arrays took 4.3 ms into new ones, 1.3 ms into reused ones."""
         slots, shapes = [], []
         for i, o in enumerate(n.param.outputs):
-            pick = picks.get(i)
+            handed = picks.get(i, [])
+            pick = handed[0] if len(handed) == 1 else None  # (an array handed out twice: its own)
             large = pick is not None and o.dtype == self.dtype and math.prod(o.shape) >= POOL_MIN
             slots.append(slot[pick] if large else None)
             shapes.append(tuple(int(d) for d in o.shape))
