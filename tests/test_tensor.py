@@ -565,6 +565,19 @@ def test_a_sum_of_a_product_read_by_nothing_else_is_taken_into_the_product():
     _close(*_both(sj.grad(loss, argnums=(0, 1)), means, Q))
 
 
+def _step_values(plan, leaves):
+    """The plan's results and the value of each of its steps, in order."""
+    seen, steps = [], []
+    for fn, args, k, free, pooled, release in plan.steps:
+        def spy(*a, fn=fn, **kw):
+            value = fn(*a, **kw)
+            seen.append(value)
+            return value
+        steps.append((spy, args, k, free, pooled, release))
+    plan.steps, plan._straight = steps, None
+    return plan.run(leaves), seen
+
+
 def test_a_product_read_by_an_element_function_is_laid_out_in_its_own_order():
     """GMM's ``Q (x - m)``: the batched product's result would be a transposed view of
     1,000 x 25 x 10; read by an element function it is written in its own order (the map
@@ -580,35 +593,12 @@ def test_a_product_read_by_an_element_function_is_laid_out_in_its_own_order():
     Qv, Xv = RNG.normal(size=(25, 10, 10)), RNG.normal(size=(1000, 25, 10))
     want = np.einsum("kij,nkj->nki", Qv, Xv)
     for outputs, laid_out in (([mapped], True), ([producted], False)):
-        plan = tensor_eval.Plan(outputs, 2, np.float64)
-        seen = []
-        steps = []
-        for fn, args, k, free, pooled, release in plan.steps:
-            def spy(*a, fn=fn, seen=seen, **kw):
-                value = fn(*a, **kw)
-                seen.append(value)
-                return value
-            steps.append((spy, args, k, free, pooled, release))
-        plan.steps, plan._straight = steps, None
-        (got,) = plan.run([Qv, Xv])
+        (got,), seen = _step_values(tensor_eval.Plan(outputs, 2, np.float64), [Qv, Xv])
         product = seen[0]
         assert product.shape == (1000, 25, 10)
         assert product.flags.c_contiguous == laid_out
         np.testing.assert_allclose(product, want, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(got, np.einsum("nki,nkj->kij", want, Xv), rtol=1e-12)
-
-
-def _step_values(plan, leaves):
-    """The plan's results and the value of each of its steps, in order."""
-    seen, steps = [], []
-    for fn, args, k, free, pooled, release in plan.steps:
-        def spy(*a, fn=fn, **kw):
-            value = fn(*a, **kw)
-            seen.append(value)
-            return value
-        steps.append((spy, args, k, free, pooled, release))
-    plan.steps, plan._straight = steps, None
-    return plan.run(leaves), seen
 
 
 def test_a_broadcasting_product_read_only_by_products_follows_its_larger_operand():
@@ -684,6 +674,11 @@ def test_a_chain_multiplies_its_small_factors_first():
 
     n, w, o = 300, 24, 10
     W1, W2, W3 = RNG.normal(size=(w, w)) / 5, RNG.normal(size=(w, w)) / 5, RNG.normal(size=(o, w))
+
+    def chain_rule(X):
+        h1 = np.tanh(X @ W1.T)
+        d1, d2 = 1 - h1 ** 2, 1 - np.tanh(h1 @ W2.T) ** 2
+        return np.einsum("ab,nb,bc,nc,cd->nad", W3, d2, W2, d1, W1)
     X = RNG.normal(size=(n, w))
     T = sj.vmap(sj.jacobian(_mlp(W1, W2, W3)))
     with sj.using_tier("array"):
@@ -691,19 +686,14 @@ def test_a_chain_multiplies_its_small_factors_first():
         got = T(X)
     assert not broadcast_products(nodes, (n, o, w))
     assert any(a.shape == (o, w, w) for m in nodes if m.op == "einsum" for a in m.args)
-    h1 = np.tanh(X @ W1.T)
-    d1, d2 = 1 - h1 ** 2, 1 - np.tanh(h1 @ W2.T) ** 2
-    want = np.einsum("ab,nb,bc,nc,cd->nad", W3, d2, W2, d1, W1)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, chain_rule(X), rtol=1e-12, atol=1e-12)
     # 3 samples: the (10, w, w) tensor would outweigh the (3, 10, w) product
     X = RNG.normal(size=(3, w))
     with sj.using_tier("array"):
         nodes = planned(T, X)
         got = T(X)
     assert broadcast_products(nodes, (3, o, w))
-    h1 = np.tanh(X @ W1.T)
-    d1, d2 = 1 - h1 ** 2, 1 - np.tanh(h1 @ W2.T) ** 2
-    np.testing.assert_allclose(got, np.einsum("ab,nb,bc,nc,cd->nad", W3, d2, W2, d1, W1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, chain_rule(X), rtol=1e-12, atol=1e-12)
 
 
 def test_a_large_broadcasting_product_becomes_a_map_with_a_reshaped_operand():
