@@ -716,3 +716,33 @@ def test_a_large_broadcasting_product_becomes_a_map_with_a_reshaped_operand():
         return np.sum(w[:, :, None] * A ** 2)
 
     _close(*_both(sj.grad(loss), RNG.normal(size=(64, 32, 10))))
+
+
+def test_a_narrow_transposed_right_operand_is_copied_into_c_order(monkeypatch):
+    """A GMM's ``Q_k (x - m_k)`` for each of 25 components, ``abc,dac->dab``: Q read as
+    a (25, 10, 10) stack of transposed matrices is copied into C order before the matrix
+    product (NumPy's matmul took 1.5x as long on the view); a wide one is not."""
+    from symjac.runtime import tensor_eval
+
+    copied = []
+
+    def spy(x):
+        copied.append(x.shape)
+        return tensor_eval.np.ascontiguousarray(x)
+
+    monkeypatch.setattr(tensor_eval, "_c_ordered", spy)
+    for k, n, wanted in ((10, 1000, True), (64, 1000, False), (10, 40, False)):
+        Qv, Xv = RNG.normal(size=(25, k, k)), RNG.normal(size=(n, 25, k))
+        Q = t.input_(0, "Q", Qv.shape, np.float64)
+        X = t.input_(1, "X", Xv.shape, np.float64)
+        out = t.einsum([Q, X], ["abc", "dac"], "dab")
+        copied.clear()
+        (got,) = tensor_eval.Plan([out], 2, np.float64).run([Qv, Xv])
+        assert bool(copied) == wanted, (k, n, copied)
+        assert not copied or copied[0] == (25, k, k)
+        assert got.flags.c_contiguous
+        np.testing.assert_allclose(got, np.einsum("abc,dac->dab", Qv, Xv), rtol=1e-13, atol=1e-13)
+        # read by an element function, the product is written straight into its C-ordered array
+        mapped = t.apply(lambda a: a * a, [out], np.float64)
+        (got,) = tensor_eval.Plan([mapped], 2, np.float64).run([Qv, Xv])
+        np.testing.assert_allclose(got, np.einsum("abc,dac->dab", Qv, Xv) ** 2, rtol=1e-12, atol=1e-12)
