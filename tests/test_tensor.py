@@ -731,6 +731,14 @@ def test_a_narrow_transposed_right_operand_is_copied_into_c_order(monkeypatch):
         return tensor_eval.np.ascontiguousarray(x)
 
     monkeypatch.setattr(tensor_eval, "_c_ordered", spy)
+    laid_out = []
+    contiguous = tensor_eval._contiguous
+
+    def contiguous_spy(core, shape, dtype, into=None):
+        laid_out.append(into)
+        return contiguous(core, shape, dtype, into)
+
+    monkeypatch.setattr(tensor_eval, "_contiguous", contiguous_spy)
     for k, n, wanted in ((10, 1000, True), (64, 1000, False), (10, 40, False)):
         Qv, Xv = RNG.normal(size=(25, k, k)), RNG.normal(size=(n, 25, k))
         Q = t.input_(0, "Q", Qv.shape, np.float64)
@@ -744,5 +752,7 @@ def test_a_narrow_transposed_right_operand_is_copied_into_c_order(monkeypatch):
         np.testing.assert_allclose(got, np.einsum("abc,dac->dab", Qv, Xv), rtol=1e-13, atol=1e-13)
         # read by an element function, the product is written straight into its C-ordered array
         mapped = t.apply(lambda a: a * a, [out], np.float64)
+        laid_out.clear()
         (got,) = tensor_eval.Plan([mapped], 2, np.float64).run([Qv, Xv])
+        assert laid_out == [(1, 0, 2)]  # (the batched product's axes, 'adb', as the output's 'dab')
         np.testing.assert_allclose(got, np.einsum("abc,dac->dab", Qv, Xv) ** 2, rtol=1e-12, atol=1e-12)
