@@ -23,12 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from .. import _config
 from .._errors import ArgumentError
 from ..backend import ssa as _program
 from ..ir import graph as g
 from ..ir import ops as _ops
 from ..ir import tensor as t
 from . import pieces, rows
+from .jit import blas as _blas
 
 # ----- element functions ------------------------------------------------------------------------
 
@@ -445,7 +447,9 @@ def _binary_plan(ein: t.Ein, shapes, any_layout: bool = False):
         # the output's last axis is the product's own: (Q x^T)^T took 416 µs laid out, x Q^T 190
         swapped = _binary_plan(t.Ein((b_sub, a_sub), out, ein.sizes), shapes[::-1])
         if isinstance(swapped, _Core):
-            return _Core(lambda a, b, buf: swapped.fn(b, a, buf), swapped.shape, swapped.letters)
+            outer = _Core(lambda a, b, buf: swapped.fn(b, a, buf), swapped.shape, swapped.letters)
+            outer.tall, outer.gemm = swapped.tall, swapped.gemm
+            return outer
         return lambda a, b: swapped(b, a)
     prod = math.prod
     nb, nfa, nfb, nk = (prod(sizes[c] for c in s) for s in (batch, free_a, free_b, contracted))
@@ -485,7 +489,15 @@ def _binary_plan(ein: t.Ein, shapes, any_layout: bool = False):
     if free_b and (nfb <= NARROW_B or nk <= NARROW_B // 4) and nfb * NARROW_COPY <= nfa:
         plain = False
         fb = _compose(fb, _c_ordered)
-    core = _Core(lambda a, b, buf: finish(np.matmul(fa(a), fb(b), out=buf)), core_shape, result)
+    if not batch and free_a and free_b and _blas.tall(nfa, nfb, nk):
+        # a tall product (many rows, few columns): the plan may run it on Numba's threads (``_Core.tall``)
+        core = _Core(None, core_shape, result)
+        core.fn = lambda a, b, buf: finish(core.matmul(fa(a), fb(b), out=buf))
+        core.tall = core
+        plain = False  # (its own matmul serves, with or without an array to write into)
+    else:
+        core = _Core(lambda a, b, buf: finish(np.matmul(fa(a), fb(b), out=buf)), core_shape, result)
+    core.gemm = True
     core.plain = np.matmul if plain else None
     return core
 
@@ -527,13 +539,18 @@ class _Core:
     ``shape`` (drawn from the plan's pool), then shapes it as the output
     (``letters``: the output's letters in the order ``buf`` holds them)."""
 
-    __slots__ = ("fn", "shape", "letters", "plain")
+    __slots__ = ("fn", "shape", "letters", "plain", "matmul", "tall", "gemm")
 
     def __init__(self, fn, shape: tuple, letters: str):
         self.fn = fn
         self.shape = tuple(shape)
         self.letters = letters
         self.plain = None  #: ``f(a, b)`` giving the output with nothing around it, if there is one
+        #: a tall 2-d matrix product (``jit/blas.py``): the core whose ``matmul(a, b, out=)`` it
+        #: calls, which a plan with compiled loops sets to the threaded product; else None
+        self.tall: _Core | None = None
+        self.matmul = np.matmul
+        self.gemm = False  #: a BLAS matrix product (``np.matmul``), tall or not
 
     def __call__(self, a, b):
         return self.fn(a, b, None)
@@ -1092,6 +1109,32 @@ def _rest_of_concat(copy: list[bool], parts: Sequence[t.Node], axis: int):
     return run
 
 
+class _ThreadedProducts:
+    """A plan's tall matrix products on Numba's threads (``jit/blas.py``): loaded like the
+    plan's compiled loops (in the background after a few runs; now for ``T.compile``); NumPy's
+    ``matmul`` serves until then."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype) -> None:
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def state(self) -> str:
+        return _blas.state(self.dtype)
+
+    def start(self, wait: bool, runs: int = 0) -> None:
+        from . import fused
+
+        mode = _config.compile_mode()
+        if mode == "never":
+            return
+        if wait or mode == "sync":
+            _blas.start(self.dtype, True)
+        elif runs >= fused.START_AFTER:
+            _blas.start(self.dtype, False)
+
+
 class Plan:
     """An array program as NumPy steps: ``run(leaves) -> results``.
 
@@ -1119,6 +1162,8 @@ class Plan:
         self.fuse = fuse
         self.fused: list = []  #: the compiled loops of the plan's maps
         self.runs = 0  #: how often the plan ran (its loops start compiling after a few runs)
+        #: per matrix product of its steps, the tall core that runs it (``jit/blas.py``), or None
+        self._tall: list = []
         order = t.topo_order(outputs)
         slot = {n: k for k, n in enumerate(order)}
         self.n_slots = len(order)
@@ -1197,6 +1242,15 @@ class Plan:
                     continue
                 self.fixed.append((k, known[n]))
         del self._known, self._laid_out
+        if self._tall and self.fused and None not in self._tall:
+            # with compiled loops, the matrix products on the same threads (NumPy's BLAS threads,
+            # spinning after each product, took the cores from the loops: ``jit/blas.py``); only
+            # where all of them are tall: one product left to BLAS's threads (a PINN's last
+            # layer, 4,096 x 128 @ 128 x 1) and they spun again (27.8 ms a call with it threaded
+            # too, 34.3 without)
+            for core in self._tall:
+                core.matmul = _blas.matmul
+            self.fused.append(_ThreadedProducts(self.dtype))
         self.steps = [(fn, args, k, free, pooled, tuple(releases.get(k, ()))) for fn, args, k, free, pooled in self.steps]
         self.out_slots = [slot[o] for o in outputs]
         # a result that is (a view of) a leaf, a constant or another result is copied
@@ -1286,6 +1340,8 @@ class Plan:
             return self._map(n, fold)
         if op == "einsum":
             fn = einsum_function(p, [a.shape for a in n.args], self.dtype, n not in self._laid_out)
+            if isinstance(fn, _Core) and fn.gemm and not fold:
+                self._tall.append(fn.tall)  # (None: a product BLAS's own threads run)
             if isinstance(fn, _Core) and math.prod(fn.shape) >= POOL_MIN:
                 core = fn.fn
                 if n in self._laid_out and fn.letters != p.out and sorted(fn.letters) == sorted(p.out):
@@ -1322,6 +1378,8 @@ class Plan:
         if op == "reduce":
             return _reduce(*p, n.args[0].shape), None
         if op == "linalg":
+            if not fold:
+                self._tall.append(None)  # (LAPACK on BLAS's threads)
             return LINALG[p], None
         if op == "region":
             return self._region(p, fold), None

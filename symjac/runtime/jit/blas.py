@@ -1,0 +1,270 @@
+"""Matrix products on Numba's threads: NumPy's own BLAS, one thread per block of rows.
+
+An array program with compiled loops (``fused.py``, ``regions.py``) runs two
+thread pools: Numba's, for its loops, and OpenBLAS's, for NumPy's matrix
+products.  After each product OpenBLAS's threads spin for ~0.1 s before they
+sleep, and on two cores they took the cores from the loops that came next: a
+PINN Laplacian's sample loops measured 94 ns a sample serial against 227 on
+both cores, so they ran serial.  Here such a plan's tall products (many rows,
+few columns) run on Numba's threads instead: the rows cut into one block per
+thread, each block one single-threaded call of the same OpenBLAS ``gemm``
+NumPy calls, so nothing else spins (the PINN Laplacian at width 32: 3.3 ->
+2.3 ms a call; its loops then measured faster on both cores).
+
+The BLAS is the library NumPy itself loaded (a NumPy wheel's
+``scipy_openblas64_``): it is only looked up among the libraries already in
+the process (``RTLD_NOLOAD``), never loaded from disk.  Its ``cblas_?gemm`` is
+called by symbol from a small Numba module written to the kernel cache like
+any kernel module (its machine code then comes from Numba's disk cache); its
+thread count is set to 1 around each threaded product, under a lock, and put
+back.  Where anything is missing (another BLAS, another platform, a failed
+self-check) NumPy's ``matmul`` serves, as it does until the module is loaded.
+Bits: a block's rows are summed by the same kernel as NumPy's, but BLAS may
+pick other kernels for a smaller block, so results may differ from
+``np.matmul``'s within rounding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from . import cache
+
+#: a product runs on Numba's threads when its result has at least MIN_ROWS rows per thread ...
+MIN_ROWS = 64
+#: ... and at least TALL times as many rows as its inner and as its output dimension (a logistic
+#: regression's Xᵀ D X, 100 x 1,000 @ 1,000 x 100, cut by rows: 0.45x NumPy's)
+TALL = 4
+
+#: (symbol prefix in NumPy's OpenBLAS, symbol here) per dtype
+_GEMM = {np.dtype(np.float64): ("scipy_cblas_dgemm64_", "symjac_cblas_dgemm"),
+         np.dtype(np.float32): ("scipy_cblas_sgemm64_", "symjac_cblas_sgemm")}
+_SET_THREADS = "scipy_openblas_set_num_threads64_"
+_GET_THREADS = "scipy_openblas_get_num_threads64_"
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_REVISION = 1  #: in the module's text: a change to the intrinsic below gives a new file (and cache)
+
+
+class _Library:
+    def __init__(self, lib) -> None:
+        self.set_threads = lib[_SET_THREADS]
+        self.set_threads.argtypes, self.set_threads.restype = [ctypes.c_int], None
+        self.get_threads = lib[_GET_THREADS]
+        self.get_threads.argtypes, self.get_threads.restype = [], ctypes.c_int
+        self.gemm = {dt: ctypes.cast(lib[name], ctypes.c_void_p).value for dt, (name, _) in _GEMM.items()}
+
+
+_library: _Library | None | bool = False  # False: not looked up yet
+_lock = threading.Lock()  # around a threaded product (the BLAS thread count is the process's)
+_state_lock = threading.Lock()
+_lowered: list = []  # the BLAS thread count a running threaded product set to 1 from (put back after a fork)
+_state: dict = {}  # dtype -> "started", "ready" or "none"
+_functions: dict = {}  # dtype -> the loaded Numba function
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: a product running on the parent's threads does not go on here."""
+    global _lock, _state_lock
+    _lock, _state_lock = threading.Lock(), threading.Lock()
+    if _lowered and isinstance(_library, _Library):  # forked in the middle of one: the count put back
+        _library.set_threads(_lowered.pop())
+    for dt, state in list(_state.items()):
+        if state == "started":  # (the parent's background load): asked again on the next run
+            del _state[dt]
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def library() -> _Library | None:
+    """NumPy's OpenBLAS, if it is the ILP64 ``scipy_openblas64_`` already in the process."""
+    global _library
+    if _library is False:
+        _library = None
+        try:
+            from llvmlite import binding as llvm
+
+            directory = os.path.dirname(os.path.abspath(np.__file__)) + ".libs"
+            found = sorted(glob.glob(os.path.join(glob.escape(directory), "libscipy_openblas64_*.so")))
+            if found and hasattr(os, "RTLD_NOLOAD"):
+                lib = _Library(ctypes.CDLL(found[0], mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
+                for dt, (_, symbol) in _GEMM.items():
+                    llvm.add_symbol(symbol, lib.gemm[dt])
+                _library = lib
+        except (OSError, AttributeError):  # not loaded by NumPy, or without those symbols
+            _library = None
+    return _library
+
+
+@intrinsic(prefer_literal=True)
+def gemm_block(typingctx, symbol, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+    """``gemm_block("symjac_cblas_?gemm", ta, tb, m, n, k, a, lda, b, ldb, c, ldc)``:
+    ``C = op(A) @ op(B)`` in row-major order, the matrices given by address."""
+    if not isinstance(symbol, types.StringLiteral):
+        return None
+    name = symbol.literal_value
+    real = ir.DoubleType() if name.endswith("dgemm") else ir.FloatType()
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+
+    def codegen(context, builder, signature, args):
+        ints = [context.cast(builder, v, t, types.int64) for v, t in zip(args[1:], signature.args[1:], strict=True)]
+        ta_, tb_, m_, n_, k_, a_, lda_, b_, ldb_, c_, ldc_ = ints
+        ptr = real.as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        builder.call(fn, [ir.Constant(i32, _ROW_MAJOR), builder.trunc(ta_, i32), builder.trunc(tb_, i32), m_, n_, k_,
+                          ir.Constant(real, 1.0), builder.inttoptr(a_, ptr), lda_, builder.inttoptr(b_, ptr), ldb_,
+                          ir.Constant(real, 0.0), builder.inttoptr(c_, ptr), ldc_])
+        return context.get_dummy_value()
+
+    return types.void(symbol, *([types.int64] * 11)), codegen
+
+
+def module_source() -> str:
+    lines = [
+        "# symjac threaded products (generated; do not edit): matrix products cut into blocks of rows,",
+        "# one single-threaded BLAS call per Numba thread (symjac.runtime.jit.blas).",
+        f"# revision {_REVISION}",
+        "from numba import njit, prange",
+        "from symjac.runtime.jit.blas import gemm_block",
+        "from symjac.runtime.jit.wrappers import thread_count",
+        "",
+    ]
+    for dt, (_, symbol) in _GEMM.items():
+        lines += [
+            "",
+            "@njit(nogil=True, parallel=True)",
+            f"def rows_{dt.name}(ta, tb, m, n, k, a, lda, step_a, b, ldb, c, ldc, least):",
+            "    parts = max(1, min(thread_count(), m // least))",
+            "    for p in prange(parts):",
+            "        lo = p * m // parts",
+            "        hi = (p + 1) * m // parts",
+            f'        gemm_block("{symbol}", ta, tb, hi - lo, n, k, a + lo * step_a, lda, b, ldb, '
+            f"c + lo * ldc * {dt.itemsize}, ldc)",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _signature():
+    return types.none(*([types.int64] * 13))
+
+
+def _load(dtype: np.dtype) -> None:
+    """Load (or compile) the module's function for ``dtype`` and check it against NumPy's."""
+    from . import wrappers
+
+    try:
+        if library() is None:
+            _state[dtype] = "none"
+            return
+        source = module_source()
+        path = cache.write_module(source, f"blas_rows_{cache.source_digest(source)}")
+        fn = cache.load_function(path, f"rows_{dtype.name}", lambda: source)
+        wrappers.compile_kernel(fn, _signature())
+        _functions[dtype] = fn
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((256, 24)).astype(dtype), rng.standard_normal((24, 20)).astype(dtype)
+        want = np.matmul(a, b)
+        for x, y in ((a, b), (np.asfortranarray(a), np.asfortranarray(b))):
+            out = np.empty((256, 20), dtype)
+            if not _threaded(x, y, out) or not np.allclose(out, want, rtol=1e-4, atol=1e-4):
+                _functions.pop(dtype, None)
+                _state[dtype] = "none"
+                return
+        _state[dtype] = "ready"
+    except Exception:  # noqa: BLE001 -- NumPy's matmul serves
+        _functions.pop(dtype, None)
+        _state[dtype] = "none"
+
+
+def state(dtype) -> str:
+    """"new", "started" (loading in the background), "ready" or "none" (NumPy's matmul serves)."""
+    return _state.get(np.dtype(dtype), "new")
+
+
+def start(dtype, wait: bool) -> None:
+    """Load the threaded product for ``dtype``: now (``wait``), else on the background compile thread."""
+    from . import jobs
+
+    dtype = np.dtype(dtype)
+    if dtype not in _GEMM:
+        return
+    with _state_lock:
+        new = dtype not in _state
+        if new:
+            _state[dtype] = "started"
+    if new and not wait:
+        jobs.submit(lambda: _load(dtype))
+    elif new:
+        _load(dtype)
+    elif wait and _state.get(dtype) == "started":
+        jobs.wait_all()
+
+
+def _layout(x: np.ndarray) -> tuple[int, int, int] | None:
+    """``(trans, ld, step)`` of a 2-d operand BLAS reads in place: step is the bytes from one row
+    of the product's operand to the next."""
+    s0, s1 = x.strides
+    item = x.itemsize
+    if s1 == item and s0 % item == 0 and s0 >= max(1, x.shape[1]) * item:
+        return _NO_TRANS, s0 // item, s0
+    if s0 == item and s1 % item == 0 and s1 >= max(1, x.shape[0]) * item:
+        return _TRANS, s1 // item, s0
+    return None
+
+
+def _threaded(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """``out[...] = a @ b`` on Numba's threads if the operands allow it; False where they do not."""
+    fn = _functions.get(out.dtype)
+    lib = library()
+    if fn is None or lib is None or a.dtype != out.dtype or b.dtype != out.dtype:
+        return False
+    la, lb = _layout(a), _layout(b)
+    m, k = a.shape
+    n = b.shape[1]
+    if la is None or lb is None or out.shape != (m, n) or out.strides[1] != out.itemsize:
+        return False
+    ldc = out.strides[0] // out.itemsize
+    if out.strides[0] % out.itemsize or ldc < max(1, n):
+        return False
+    with _lock:
+        before = lib.get_threads()
+        if before != 1:
+            _lowered.append(before)
+            lib.set_threads(1)
+        try:
+            fn(la[0], lb[0], m, n, k, a.ctypes.data, la[1], la[2], b.ctypes.data, lb[1], out.ctypes.data, ldc,
+               MIN_ROWS)
+        finally:
+            if before != 1:
+                lib.set_threads(before)
+                _lowered.clear()
+    return True
+
+
+def tall(m: int, n: int, k: int) -> bool:
+    """Whether an ``m x k @ k x n`` product is one that runs on Numba's threads (see the constants)."""
+    return n >= 1 and k >= 1 and m >= 2 * MIN_ROWS and m >= TALL * max(n, k)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None):
+    """``np.matmul(a, b, out=out)``, on Numba's threads where the function is loaded and the
+    operands are 2-d, of the output's dtype, and laid out for BLAS."""
+    if (a.ndim == 2 and b.ndim == 2 and a.dtype in _functions and tall(a.shape[0], b.shape[1], a.shape[1])
+            and numba.get_num_threads() > 1):
+        # (a small result too: NumPy's call would wake BLAS's threads, which then spin)
+        target = np.empty((a.shape[0], b.shape[1]), a.dtype) if out is None else out
+        if _threaded(a, b, target):
+            return target
+    return np.matmul(a, b, out=out)

@@ -1,0 +1,209 @@
+"""Matrix products on Numba's threads (``runtime/jit/blas.py``): NumPy's own
+OpenBLAS, one single-threaded call per block of rows, in plans whose compiled
+loops would otherwise compete with BLAS's spinning threads.  Same values as
+``np.matmul`` (to rounding), BLAS's thread count put back, NumPy's matmul
+wherever the product or the plan does not qualify."""
+
+import numpy as np
+import pytest
+
+import symjac as sj
+from symjac.ir import tensor as t
+from symjac.runtime import fused, tensor_eval
+from symjac.runtime.jit import blas
+
+pytestmark = pytest.mark.skipif(blas.library() is None,
+                                reason="NumPy's BLAS here is not the scipy_openblas64_ of its wheels")
+
+RNG = np.random.default_rng(73)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def loaded():
+    for dtype in (np.float64, np.float32):
+        blas.start(dtype, wait=True)
+        assert blas.state(dtype) == "ready"
+
+
+@pytest.fixture
+def threaded(monkeypatch):
+    """The shapes of the products that ran on Numba's threads."""
+    seen: list = []
+    real = blas._threaded
+
+    def spy(a, b, out):
+        done = real(a, b, out)
+        if done:
+            seen.append((a.shape, b.shape))
+        return done
+
+    monkeypatch.setattr(blas, "_threaded", spy)
+    return seen
+
+
+def _layouts(m, k, n, dtype):
+    a = RNG.normal(size=(m, k)).astype(dtype)
+    b = RNG.normal(size=(k, n)).astype(dtype)
+    wide = RNG.normal(size=(m, k + 5)).astype(dtype)[:, 2:k + 2]  # rows with a stride > k
+    yield "C", a, b
+    yield "F left", np.asfortranarray(a), b
+    yield "F right", a, np.asfortranarray(b)
+    yield "row-strided left", wide, b
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(1000, 10, 3), (4096, 32, 32), (513, 7, 1), (300, 64, 75)])
+def test_a_threaded_product_has_numpys_values(threaded, dtype, shape):
+    m, k, n = shape
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for name, a, b in _layouts(m, k, n, dtype):
+        out = np.full((m, n), np.nan, dtype)
+        got = blas.matmul(a, b, out)
+        assert got is out, name
+        np.testing.assert_allclose(got, np.matmul(a, b), rtol=tol, atol=tol, err_msg=name)
+        fresh = blas.matmul(a, b, None)  # (a new array for the result)
+        np.testing.assert_allclose(fresh, np.matmul(a, b), rtol=tol, atol=tol, err_msg=name)
+    assert len(threaded) == 8
+
+
+def test_the_result_may_be_a_view_with_strided_rows(threaded):
+    a, b = RNG.normal(size=(600, 12)), RNG.normal(size=(12, 9))
+    big = np.zeros((600, 20))
+    view = big[:, 4:13]
+    assert blas.matmul(a, b, view) is view
+    np.testing.assert_allclose(big[:, 4:13], a @ b, rtol=1e-13)
+    assert not big[:, :4].any() and not big[:, 13:].any()  # nothing written beside it
+    assert threaded == [((600, 12), (12, 9))]
+
+
+def test_inf_and_nan_as_numpy():
+    a, b = RNG.normal(size=(512, 6)), RNG.normal(size=(6, 5))
+    a[3, 2], a[100, 0], b[4, 1] = np.inf, np.nan, -np.inf
+    b[2, :] = 0.0  # inf * 0 -> nan in row 3
+    with np.errstate(invalid="ignore"):  # (plans run under errstate "ignore": no warning is raised)
+        want = np.matmul(a, b)
+        got = blas.matmul(a, b, np.empty((512, 5)))
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-13)
+    assert np.array_equal(np.sign(got[np.isinf(want)]), np.sign(want[np.isinf(want)]))
+
+
+def test_blas_thread_count_is_put_back():
+    lib = blas.library()
+    before = lib.get_threads()
+    a, b = RNG.normal(size=(2048, 16)), RNG.normal(size=(16, 16))
+    blas.matmul(a, b, np.empty((2048, 16)))
+    assert lib.get_threads() == before
+
+
+@pytest.mark.parametrize("shape", [(100, 1000, 100), (100, 10, 10), (4096, 32, 2048)])
+def test_products_that_are_not_tall_are_numpys(threaded, shape):
+    m, k, n = shape
+    a, b = RNG.normal(size=(m, k)), RNG.normal(size=(k, n))
+    np.testing.assert_allclose(blas.matmul(a, b, np.empty((m, n))), a @ b, rtol=1e-12)
+    assert threaded == []
+
+
+def test_other_operands_are_numpys(threaded):
+    a, b = RNG.normal(size=(1000, 8)), RNG.normal(size=(16, 8))[::2]
+    c = RNG.normal(size=(1000, 16))[:, ::2]  # (no unit stride)
+    np.testing.assert_allclose(blas.matmul(c, b, np.empty((1000, 8))), c @ b, rtol=1e-13)
+    np.testing.assert_allclose(blas.matmul(a.astype(np.float32), b, None), a.astype(np.float32) @ b, rtol=1e-6)
+    np.testing.assert_allclose(blas.matmul(np.stack([a, a]), b, None), np.stack([a, a]) @ b, rtol=1e-13)  # 3-d
+    assert threaded == []
+
+
+def test_without_numpys_openblas_nothing_loads(monkeypatch, threaded):
+    monkeypatch.setattr(blas, "_library", None)
+    monkeypatch.setattr(blas, "_state", {})
+    monkeypatch.setattr(blas, "_functions", {})
+    blas.start(np.float64, wait=True)
+    assert blas.state(np.float64) == "none"
+    a, b = RNG.normal(size=(1000, 8)), RNG.normal(size=(8, 8))
+    np.testing.assert_allclose(blas.matmul(a, b, np.empty((1000, 8))), a @ b, rtol=1e-13)
+    assert threaded == []
+
+
+def test_a_function_failing_its_check_is_not_used(monkeypatch):
+    monkeypatch.setattr(blas, "_state", {})
+    monkeypatch.setattr(blas, "_functions", {})
+    monkeypatch.setattr(blas, "_threaded", lambda a, b, out: (out.fill(1.0), True)[1])  # a wrong product
+    blas.start(np.float64, wait=True)
+    assert blas.state(np.float64) == "none" and not blas._functions
+
+
+def _plan(wide: bool):
+    """Compiled loops (element functions over 4,096 x 32 entries) around tall products; with
+    ``wide``, one product that is not tall too."""
+    with t.building():
+        x = t.input_(0, "x", (4096, 16), np.float64)
+        w1 = t.const(RNG.normal(size=(16, 32)) / 4)
+        w2 = t.const(RNG.normal(size=(32, 32)) / 6)
+        h = t.apply(lambda a: a * a * (1 - a), [t.einsum([x, w1], ["ab", "bc"], "ac")], np.float64)
+        g = t.apply(lambda a: a - a * a * a, [t.einsum([h, w2], ["ab", "bc"], "ac")], np.float64)
+        outs = [g]
+        if wide:
+            outs.append(t.einsum([h, h], ["ab", "ac"], "bc"))  # (32 x 4,096 @ 4,096 x 32)
+    X = RNG.normal(size=(4096, 16))
+    W1, W2 = w1.param.value, w2.param.value
+
+    def want(X):
+        H = X @ W1
+        H = H * H * (1 - H)
+        G = H @ W2
+        return [G - G ** 3] + ([H.T @ H] if wide else [])
+    return tensor_eval.Plan(outs, 1, np.float64, fused.fuse), X, want
+
+
+def test_a_plan_with_compiled_loops_runs_its_tall_products_on_numbas_threads(threaded):
+    fused.clear()
+    plan, X, want = _plan(wide=False)
+    assert any(isinstance(loop, tensor_eval._ThreadedProducts) for loop in plan.fused)
+    for loop in plan.fused:
+        loop.start(wait=True)
+    for _ in range(3):
+        got = plan.run([X])
+        for g_, w_ in zip(got, want(X), strict=True):
+            np.testing.assert_allclose(g_, w_, rtol=1e-11, atol=1e-11)
+    assert sorted(set(threaded)) == [((4096, 16), (16, 32)), ((4096, 32), (32, 32))]
+    fused.clear()
+
+
+def test_one_product_left_to_blas_keeps_them_all_on_blas(threaded):
+    fused.clear()
+    plan, X, want = _plan(wide=True)
+    assert plan.fused and not any(isinstance(loop, tensor_eval._ThreadedProducts) for loop in plan.fused)
+    for loop in plan.fused:
+        loop.start(wait=True)
+    for g_, w_ in zip(plan.run([X]), want(X), strict=True):
+        np.testing.assert_allclose(g_, w_, rtol=1e-11, atol=1e-11)
+    assert threaded == []
+    fused.clear()
+
+
+def test_a_pinn_laplacian_through_the_api(threaded):
+    """``vmap(laplacian(u))`` of a tanh MLP over 1,024 points (on the array tier): its
+    products run on Numba's threads once compiled, with the values NumPy's products give."""
+    r = np.random.default_rng(5)
+    W1, b1 = r.normal(size=(64, 2)) / 1.5, 0.1 * r.normal(size=64)
+    W2, b2 = r.normal(size=(64, 64)) / 8, 0.1 * r.normal(size=64)
+    W3 = r.normal(size=(1, 64)) / 8
+
+    def u(p):
+        h = np.tanh(W1 @ p + b1)
+        h = np.tanh(W2 @ h + b2)
+        return (W3 @ h)[0]
+
+    P = r.uniform(-1, 1, (1024, 2))
+    with sj.using_tier("array"):
+        T = sj.vmap(sj.laplacian(u))
+        before = T(P)  # (NumPy's products: nothing compiled yet)
+        T.compile(P)
+        after = T(P)
+    assert threaded
+    np.testing.assert_allclose(after, before, rtol=1e-12, atol=1e-12)
+    h = 1e-4
+    fd = sum((np.array([u(p + h * e) for p in P[:8]]) - 2 * np.array([u(p) for p in P[:8]])
+              + np.array([u(p - h * e) for p in P[:8]])) / h ** 2 for e in np.eye(2))
+    np.testing.assert_allclose(after[:8], fd, rtol=1e-5, atol=1e-5)
