@@ -55,26 +55,16 @@ def per_call(fn: Callable[[], object], repeats: int = 7, target: float = 0.02, b
     return {"median": statistics.median(times), "min": min(times), "max": max(times), "repeats": len(times)}
 
 
-#: seconds of rest before each repeat of :func:`side_by_side`: the threads the contender before
-#: left busy go idle first.  NumPy's OpenBLAS spins its threads ~0.1 s after each matrix product
-#: (``symjac/runtime/jit/blas.py``); without the rest JAX's repeats ran on one core when they came
-#: right after symjac's NumPy products (a PINN Laplacian at width 32: JAX 5.4-6.9 ms a call
-#: timed that way, 3.6 ms alone in its process)
-REST = 0.2
-
-
 def side_by_side(contenders: dict[str, Callable[[], object]], rounds: int = 9, target: float = 0.05,
                  setup: dict[str, Callable[[], object]] | None = None) -> dict:
-    """Median seconds per call of each contender, timed in interleaved rounds
-    (each repeat after :data:`REST` seconds of rest).  ``setup[name]``, if given,
-    runs untimed before each of that contender's repeats (a thread count, say:
-    a setting, not part of the call)."""
+    """Median seconds per call of each contender, timed in interleaved rounds.
+    ``setup[name]``, if given, runs untimed before each of that contender's
+    repeats (a thread count, say: a setting, not part of the call)."""
     setup = setup or {}
 
     def ready(name):
         if name in setup:
             setup[name]()
-        time.sleep(REST)
         return contenders[name]
 
     for name in contenders:
