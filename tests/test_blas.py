@@ -27,17 +27,18 @@ def loaded():
 
 @pytest.fixture
 def threaded(monkeypatch):
-    """The shapes of the products that ran on Numba's threads."""
+    """The shapes of the products that ran on Numba's threads (by rows or by batch entries)."""
     seen: list = []
-    real = blas._threaded
+    for name in ("_rows", "_batches"):
+        real = getattr(blas, name)
 
-    def spy(a, b, out):
-        done = real(a, b, out)
-        if done:
-            seen.append((a.shape, b.shape))
-        return done
+        def spy(a, b, out, real=real):
+            done = real(a, b, out)
+            if done:
+                seen.append((a.shape, b.shape))
+            return done
 
-    monkeypatch.setattr(blas, "_threaded", spy)
+        monkeypatch.setattr(blas, name, spy)
     return seen
 
 
@@ -52,7 +53,7 @@ def _layouts(m, k, n, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("shape", [(1000, 10, 3), (4096, 32, 32), (513, 7, 1), (300, 64, 75)])
+@pytest.mark.parametrize("shape", [(40000, 10, 3), (4096, 32, 32), (300000, 7, 1), (300, 64, 75)])
 def test_a_threaded_product_has_numpys_values(threaded, dtype, shape):
     m, k, n = shape
     tol = 1e-12 if dtype == np.float64 else 1e-5
@@ -67,13 +68,13 @@ def test_a_threaded_product_has_numpys_values(threaded, dtype, shape):
 
 
 def test_the_result_may_be_a_view_with_strided_rows(threaded):
-    a, b = RNG.normal(size=(600, 12)), RNG.normal(size=(12, 9))
-    big = np.zeros((600, 20))
+    a, b = RNG.normal(size=(12000, 12)), RNG.normal(size=(12, 9))
+    big = np.zeros((12000, 20))
     view = big[:, 4:13]
     assert blas.matmul(a, b, view) is view
     np.testing.assert_allclose(big[:, 4:13], a @ b, rtol=1e-13)
     assert not big[:, :4].any() and not big[:, 13:].any()  # nothing written beside it
-    assert threaded == [((600, 12), (12, 9))]
+    assert threaded == [((12000, 12), (12, 9))]
 
 
 def test_inf_and_nan_as_numpy():
@@ -105,6 +106,46 @@ def test_products_that_are_not_tall_are_numpys(threaded, shape):
     assert threaded == []
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stacks_of_products_are_cut_by_batch_entries(threaded, dtype):
+    """A GMM's Q_k (x - m_k): 25 products of 1,000 x 10 @ 10 x 10, in every layout the plan
+    hands over (transposed matrices, one operand shared by every entry, a result view)."""
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    x = RNG.normal(size=(25, 1000, 10)).astype(dtype)
+    q = RNG.normal(size=(25, 10, 10)).astype(dtype)
+    cases = [(x, q), (x, q.transpose(0, 2, 1)), (x.transpose(0, 2, 1).copy().transpose(0, 2, 1), q),
+             (x, q[:1]), (x[:1], q)]
+    for a, b in cases:
+        want = np.matmul(a, b)
+        got = blas.matmul(a, b, np.empty(want.shape, dtype))
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    big = np.zeros((1000, 25, 10), dtype)  # (the plan's output, written through a transposed view)
+    assert blas.matmul(x, q, big.transpose(1, 0, 2)) is not None
+    np.testing.assert_allclose(big.transpose(1, 0, 2), np.matmul(x, q), rtol=tol, atol=tol)
+    assert len(threaded) == len(cases) + 1
+
+
+def test_small_products_run_with_one_blas_thread(monkeypatch, threaded):
+    lib = blas.library()
+    before = lib.get_threads()
+    lib.set_threads(2)  # (two, whatever this machine has: the count seen inside must be 1)
+    counts: list = []
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        counts.append(lib.get_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(blas.np, "matmul", spy)
+    try:
+        a, b = RNG.normal(size=(25, 1000)), RNG.normal(size=(1000, 10))  # (a GMM's sum over its points)
+        np.testing.assert_allclose(blas.matmul(a, b, None), real(a, b), rtol=1e-13)
+        assert counts == [1] and threaded == []
+        assert lib.get_threads() == 2
+    finally:
+        lib.set_threads(before)
+
+
 def test_other_operands_are_numpys(threaded):
     a, b = RNG.normal(size=(1000, 8)), RNG.normal(size=(16, 8))[::2]
     c = RNG.normal(size=(1000, 16))[:, ::2]  # (no unit stride)
@@ -128,7 +169,7 @@ def test_without_numpys_openblas_nothing_loads(monkeypatch, threaded):
 def test_a_function_failing_its_check_is_not_used(monkeypatch):
     monkeypatch.setattr(blas, "_state", {})
     monkeypatch.setattr(blas, "_functions", {})
-    monkeypatch.setattr(blas, "_threaded", lambda a, b, out: (out.fill(1.0), True)[1])  # a wrong product
+    monkeypatch.setattr(blas, "_rows", lambda a, b, out: (out.fill(1.0), True)[1])  # a wrong product
     blas.start(np.float64, wait=True)
     assert blas.state(np.float64) == "none" and not blas._functions
 
@@ -142,21 +183,26 @@ def _plan(wide: bool):
         w2 = t.const(RNG.normal(size=(32, 32)) / 6)
         h = t.apply(lambda a: a * a * (1 - a), [t.einsum([x, w1], ["ab", "bc"], "ac")], np.float64)
         g = t.apply(lambda a: a - a * a * a, [t.einsum([h, w2], ["ab", "bc"], "ac")], np.float64)
-        outs = [g]
+        v = t.const(RNG.normal(size=4096))
+        outs = [g, t.einsum([v, g], ["a", "ab"], "b")]  # (a small product: one BLAS thread, on this one)
         if wide:
             outs.append(t.einsum([h, h], ["ab", "ac"], "bc"))  # (32 x 4,096 @ 4,096 x 32)
     X = RNG.normal(size=(4096, 16))
-    W1, W2 = w1.param.value, w2.param.value
+    W1, W2, V = w1.param.value, w2.param.value, v.param.value
 
     def want(X):
         H = X @ W1
         H = H * H * (1 - H)
         G = H @ W2
-        return [G - G ** 3] + ([H.T @ H] if wide else [])
+        G = G - G ** 3
+        return [G, V @ G] + ([H.T @ H] if wide else [])
     return tensor_eval.Plan(outs, 1, np.float64, fused.fuse), X, want
 
 
-def test_a_plan_with_compiled_loops_runs_its_tall_products_on_numbas_threads(threaded):
+def test_a_plan_with_compiled_loops_runs_its_products_off_blas_threads(monkeypatch, threaded):
+    alone: list = []
+    real = blas._alone
+    monkeypatch.setattr(blas, "_alone", lambda a, b, out: (alone.append(a.shape), real(a, b, out))[1])
     fused.clear()
     plan, X, want = _plan(wide=False)
     assert any(isinstance(loop, tensor_eval._ThreadedProducts) for loop in plan.fused)
@@ -167,6 +213,7 @@ def test_a_plan_with_compiled_loops_runs_its_tall_products_on_numbas_threads(thr
         for g_, w_ in zip(got, want(X), strict=True):
             np.testing.assert_allclose(g_, w_, rtol=1e-11, atol=1e-11)
     assert sorted(set(threaded)) == [((4096, 16), (16, 32)), ((4096, 32), (32, 32))]
+    assert alone == [(4096,)] * 3  # (the small product's step, np.matmul itself before, is replaced)
     fused.clear()
 
 

@@ -448,7 +448,7 @@ def _binary_plan(ein: t.Ein, shapes, any_layout: bool = False):
         swapped = _binary_plan(t.Ein((b_sub, a_sub), out, ein.sizes), shapes[::-1])
         if isinstance(swapped, _Core):
             outer = _Core(lambda a, b, buf: swapped.fn(b, a, buf), swapped.shape, swapped.letters)
-            outer.tall, outer.gemm = swapped.tall, swapped.gemm
+            outer.threadable, outer.gemm = swapped.threadable, swapped.gemm
             return outer
         return lambda a, b: swapped(b, a)
     prod = math.prod
@@ -489,12 +489,11 @@ def _binary_plan(ein: t.Ein, shapes, any_layout: bool = False):
     if free_b and (nfb <= NARROW_B or nk <= NARROW_B // 4) and nfb * NARROW_COPY <= nfa:
         plain = False
         fb = _compose(fb, _c_ordered)
-    if not batch and free_a and free_b and _blas.tall(nfa, nfb, nk):
-        # a tall product (many rows, few columns): the plan may run it on Numba's threads (``_Core.tall``)
+    if _blas.kind(shape_a, shape_b) is not None:
+        # a product a plan with compiled loops runs off BLAS's threads (``_Core.threadable``)
         core = _Core(None, core_shape, result)
         core.fn = lambda a, b, buf: finish(core.matmul(fa(a), fb(b), out=buf))
-        core.tall = core
-        plain = False  # (its own matmul serves, with or without an array to write into)
+        core.threadable = core
     else:
         core = _Core(lambda a, b, buf: finish(np.matmul(fa(a), fb(b), out=buf)), core_shape, result)
     core.gemm = True
@@ -539,16 +538,17 @@ class _Core:
     ``shape`` (drawn from the plan's pool), then shapes it as the output
     (``letters``: the output's letters in the order ``buf`` holds them)."""
 
-    __slots__ = ("fn", "shape", "letters", "plain", "matmul", "tall", "gemm")
+    __slots__ = ("fn", "shape", "letters", "plain", "matmul", "threadable", "gemm")
 
     def __init__(self, fn, shape: tuple, letters: str):
         self.fn = fn
         self.shape = tuple(shape)
         self.letters = letters
         self.plain = None  #: ``f(a, b)`` giving the output with nothing around it, if there is one
-        #: a tall 2-d matrix product (``jit/blas.py``): the core whose ``matmul(a, b, out=)`` it
-        #: calls, which a plan with compiled loops sets to the threaded product; else None
-        self.tall: _Core | None = None
+        #: a matrix product that may run off BLAS's threads (``jit/blas.py``): the core whose
+        #: ``matmul(a, b, out=)`` it calls, which a plan with compiled loops sets to
+        #: ``blas.matmul``; else None
+        self.threadable: _Core | None = None
         self.matmul = np.matmul
         self.gemm = False  #: a BLAS matrix product (``np.matmul``), tall or not
 
@@ -1163,7 +1163,8 @@ class Plan:
         self.fused: list = []  #: the compiled loops of the plan's maps
         self.runs = 0  #: how often the plan ran (its loops start compiling after a few runs)
         #: per matrix product of its steps, the tall core that runs it (``jit/blas.py``), or None
-        self._tall: list = []
+        self._threadable: list = []
+        self._plain: list = []  #: (step index, core) of those whose step is ``np.matmul`` itself
         order = t.topo_order(outputs)
         slot = {n: k for k, n in enumerate(order)}
         self.n_slots = len(order)
@@ -1242,14 +1243,16 @@ class Plan:
                     continue
                 self.fixed.append((k, known[n]))
         del self._known, self._laid_out
-        if self._tall and self.fused and None not in self._tall:
+        if self._threadable and self.fused and None not in self._threadable:
             # with compiled loops, the matrix products on the same threads (NumPy's BLAS threads,
             # spinning after each product, took the cores from the loops: ``jit/blas.py``); only
-            # where all of them are tall: one product left to BLAS's threads (a PINN's last
-            # layer, 4,096 x 128 @ 128 x 1) and they spun again (27.8 ms a call with it threaded
-            # too, 34.3 without)
-            for core in self._tall:
+            # where all of them can be: one product left to BLAS's threads (a PINN's last
+            # layer, 4,096 x 128 @ 128 x 1) and they spun again (27.8 ms a call with it off
+            # them too, 34.3 without)
+            for core in self._threadable:
                 core.matmul = _blas.matmul
+            for j, core in self._plain:
+                self.steps[j] = ((lambda a, b, c=core: c.fn(a, b, None)),) + self.steps[j][1:]
             self.fused.append(_ThreadedProducts(self.dtype))
         self.steps = [(fn, args, k, free, pooled, tuple(releases.get(k, ()))) for fn, args, k, free, pooled in self.steps]
         self.out_slots = [slot[o] for o in outputs]
@@ -1341,7 +1344,9 @@ class Plan:
         if op == "einsum":
             fn = einsum_function(p, [a.shape for a in n.args], self.dtype, n not in self._laid_out)
             if isinstance(fn, _Core) and fn.gemm and not fold:
-                self._tall.append(fn.tall)  # (None: a product BLAS's own threads run)
+                self._threadable.append(fn.threadable)  # (None: a product BLAS's own threads run)
+                if fn.plain is not None and fn.threadable is not None and math.prod(fn.shape) < POOL_MIN:
+                    self._plain.append((len(self.steps), fn))  # (its step: fn.plain, see __init__)
             if isinstance(fn, _Core) and math.prod(fn.shape) >= POOL_MIN:
                 core = fn.fn
                 if n in self._laid_out and fn.letters != p.out and sorted(fn.letters) == sorted(p.out):
@@ -1379,7 +1384,7 @@ class Plan:
             return _reduce(*p, n.args[0].shape), None
         if op == "linalg":
             if not fold:
-                self._tall.append(None)  # (LAPACK on BLAS's threads)
+                self._threadable.append(None)  # (LAPACK on BLAS's threads)
             return LINALG[p], None
         if op == "region":
             return self._region(p, fold), None

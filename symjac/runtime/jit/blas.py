@@ -1,23 +1,24 @@
-"""Matrix products on Numba's threads: NumPy's own BLAS, one thread per block of rows.
+"""Matrix products off OpenBLAS's threads: NumPy's own BLAS, one thread per block.
 
 An array program with compiled loops (``fused.py``, ``regions.py``) runs two
 thread pools: Numba's, for its loops, and OpenBLAS's, for NumPy's matrix
 products.  After each product OpenBLAS's threads spin for ~0.1 s before they
 sleep, and on two cores they took the cores from the loops that came next: a
 PINN Laplacian's sample loops measured 94 ns a sample serial against 227 on
-both cores, so they ran serial.  Here such a plan's tall products (many rows,
-few columns) run on Numba's threads instead: the rows cut into one block per
-thread, each block one single-threaded call of the same OpenBLAS ``gemm``
-NumPy calls, so nothing else spins (the PINN Laplacian at width 32: 3.3 ->
-2.3 ms a call; its loops then measured faster on both cores).
+both cores, so they ran serial.  Here such a plan's products run without
+OpenBLAS's threads (:func:`kind`): a tall product (many rows, few columns)
+cut into one block of rows per Numba thread and a stack of products into
+blocks of entries, each block one single-threaded call of the same OpenBLAS
+``gemm`` NumPy calls; a small product on the calling thread, BLAS's thread
+count at 1.  Nothing else spins (the PINN Laplacian at width 32: 3.3 -> 2.3
+ms a call; its loops then measured faster on both cores).
 
 The BLAS is the library NumPy itself loaded (a NumPy wheel's
 ``scipy_openblas64_``): it is only looked up among the libraries already in
 the process (``RTLD_NOLOAD``), never loaded from disk.  Its ``cblas_?gemm`` is
 called by symbol from a small Numba module written to the kernel cache like
 any kernel module (its machine code then comes from Numba's disk cache); its
-thread count is set to 1 around each threaded product, under a lock, and put
-back.  Where anything is missing (another BLAS, another platform, a failed
+thread count is set to 1 around each product, under a lock, and put back.  Where anything is missing (another BLAS, another platform, a failed
 self-check) NumPy's ``matmul`` serves, as it does until the module is loaded.
 Bits: a block's rows are summed by the same kernel as NumPy's, but BLAS may
 pick other kernels for a smaller block, so results may differ from
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import os
 import threading
 
@@ -45,6 +47,9 @@ MIN_ROWS = 64
 #: ... and at least TALL times as many rows as its inner and as its output dimension (a logistic
 #: regression's Xᵀ D X, 100 x 1,000 @ 1,000 x 100, cut by rows: 0.45x NumPy's)
 TALL = 4
+#: a product of at most SMALL multiply-adds that is neither runs on the calling thread, BLAS's
+#: thread count at 1 (a GMM's sums over its 1,000 points, 25 x 1,000 @ 1,000 x 10)
+SMALL = 1 << 20
 
 #: (symbol prefix in NumPy's OpenBLAS, symbol here) per dtype
 _GEMM = {np.dtype(np.float64): ("scipy_cblas_dgemm64_", "symjac_cblas_dgemm"),
@@ -69,7 +74,7 @@ _lock = threading.Lock()  # around a threaded product (the BLAS thread count is 
 _state_lock = threading.Lock()
 _lowered: list = []  # the BLAS thread count a running threaded product set to 1 from (put back after a fork)
 _state: dict = {}  # dtype -> "started", "ready" or "none"
-_functions: dict = {}  # dtype -> the loaded Numba function
+_functions: dict = {}  # dtype -> the loaded Numba functions (rows, batches)
 
 
 def _forget_after_fork() -> None:
@@ -132,8 +137,9 @@ def gemm_block(typingctx, symbol, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
 
 def module_source() -> str:
     lines = [
-        "# symjac threaded products (generated; do not edit): matrix products cut into blocks of rows,",
-        "# one single-threaded BLAS call per Numba thread (symjac.runtime.jit.blas).",
+        "# symjac threaded products (generated; do not edit): matrix products cut into blocks of rows",
+        "# or of batch entries, one single-threaded BLAS call per Numba thread and block",
+        "# (symjac.runtime.jit.blas).",
         f"# revision {_REVISION}",
         "from numba import njit, prange",
         "from symjac.runtime.jit.blas import gemm_block",
@@ -152,16 +158,20 @@ def module_source() -> str:
             f'        gemm_block("{symbol}", ta, tb, hi - lo, n, k, a + lo * step_a, lda, b, ldb, '
             f"c + lo * ldc * {dt.itemsize}, ldc)",
             "",
+            "",
+            "@njit(nogil=True, parallel=True)",
+            f"def batches_{dt.name}(ta, tb, nb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc):",
+            "    parts = max(1, min(thread_count(), nb))",
+            "    for p in prange(parts):",
+            "        for i in range(p * nb // parts, (p + 1) * nb // parts):",
+            f'            gemm_block("{symbol}", ta, tb, m, n, k, a + i * sa, lda, b + i * sb, ldb, c + i * sc, ldc)',
+            "",
         ]
     return "\n".join(lines)
 
 
-def _signature():
-    return types.none(*([types.int64] * 13))
-
-
 def _load(dtype: np.dtype) -> None:
-    """Load (or compile) the module's function for ``dtype`` and check it against NumPy's."""
+    """Load (or compile) the module's functions for ``dtype`` and check them against NumPy's."""
     from . import wrappers
 
     try:
@@ -170,22 +180,35 @@ def _load(dtype: np.dtype) -> None:
             return
         source = module_source()
         path = cache.write_module(source, f"blas_rows_{cache.source_digest(source)}")
-        fn = cache.load_function(path, f"rows_{dtype.name}", lambda: source)
-        wrappers.compile_kernel(fn, _signature())
-        _functions[dtype] = fn
-        rng = np.random.default_rng(0)
-        a, b = rng.standard_normal((256, 24)).astype(dtype), rng.standard_normal((24, 20)).astype(dtype)
-        want = np.matmul(a, b)
-        for x, y in ((a, b), (np.asfortranarray(a), np.asfortranarray(b))):
-            out = np.empty((256, 20), dtype)
-            if not _threaded(x, y, out) or not np.allclose(out, want, rtol=1e-4, atol=1e-4):
-                _functions.pop(dtype, None)
-                _state[dtype] = "none"
-                return
+        rows = cache.load_function(path, f"rows_{dtype.name}", lambda: source)
+        wrappers.compile_kernel(rows, types.none(*([types.int64] * 13)))
+        batches = cache.load_function(path, f"batches_{dtype.name}", lambda: source)
+        wrappers.compile_kernel(batches, types.none(*([types.int64] * 15)))
+        _functions[dtype] = (rows, batches)
+        if not _checked(dtype):
+            _functions.pop(dtype, None)
+            _state[dtype] = "none"
+            return
         _state[dtype] = "ready"
     except Exception:  # noqa: BLE001 -- NumPy's matmul serves
         _functions.pop(dtype, None)
         _state[dtype] = "none"
+
+
+def _checked(dtype: np.dtype) -> bool:
+    """Whether the loaded functions give NumPy's products (both layouts of each operand)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 256, 24)).astype(dtype), rng.standard_normal((3, 24, 20)).astype(dtype)
+    want = np.matmul(a, b)
+    for x, y in ((a, b), (np.asfortranarray(a[0]).reshape(1, 256, 24), np.asfortranarray(b[0]).reshape(1, 24, 20)),
+                 (a.transpose(0, 2, 1).copy().transpose(0, 2, 1), b)):
+        out = np.empty((len(x), 256, 20), dtype)
+        if not _batches(x, y, out) or not np.allclose(out, want[:len(x)], rtol=1e-4, atol=1e-4):
+            return False
+        out = np.empty((256, 20), dtype)
+        if not _rows(x[0], y[0], out) or not np.allclose(out, want[0], rtol=1e-4, atol=1e-4):
+            return False
+    return True
 
 
 def state(dtype) -> str:
@@ -194,7 +217,7 @@ def state(dtype) -> str:
 
 
 def start(dtype, wait: bool) -> None:
-    """Load the threaded product for ``dtype``: now (``wait``), else on the background compile thread."""
+    """Load the threaded products for ``dtype``: now (``wait``), else on the background compile thread."""
     from . import jobs
 
     dtype = np.dtype(dtype)
@@ -213,58 +236,123 @@ def start(dtype, wait: bool) -> None:
 
 
 def _layout(x: np.ndarray) -> tuple[int, int, int] | None:
-    """``(trans, ld, step)`` of a 2-d operand BLAS reads in place: step is the bytes from one row
-    of the product's operand to the next."""
-    s0, s1 = x.strides
+    """``(trans, ld, step)`` of a matrix (the last two axes of ``x``) BLAS reads in place: step is
+    the bytes from one row of the product's operand to the next."""
+    s0, s1 = x.strides[-2:]
     item = x.itemsize
-    if s1 == item and s0 % item == 0 and s0 >= max(1, x.shape[1]) * item:
+    if s1 == item and s0 % item == 0 and s0 >= max(1, x.shape[-1]) * item:
         return _NO_TRANS, s0 // item, s0
-    if s0 == item and s1 % item == 0 and s1 >= max(1, x.shape[0]) * item:
+    if s0 == item and s1 % item == 0 and s1 >= max(1, x.shape[-2]) * item:
         return _TRANS, s1 // item, s0
     return None
 
 
-def _threaded(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
-    """``out[...] = a @ b`` on Numba's threads if the operands allow it; False where they do not."""
-    fn = _functions.get(out.dtype)
+class _OneThread:
+    """BLAS's thread count at 1 inside (under the lock: the count is the process's), put back after."""
+
+    __slots__ = ("lib", "before")
+
+    def __init__(self, lib: _Library) -> None:
+        self.lib = lib
+
+    def __enter__(self):
+        _lock.acquire()
+        self.before = self.lib.get_threads()
+        if self.before != 1:
+            _lowered.append(self.before)
+            self.lib.set_threads(1)
+
+    def __exit__(self, *exc):
+        if self.before != 1:
+            self.lib.set_threads(self.before)
+            _lowered.clear()
+        _lock.release()
+
+
+def _operands(a, b, out, nd: int):
+    """The functions and the BLAS layouts of ``out = a @ b`` (``nd``-d each), or None."""
+    fns = _functions.get(out.dtype)
     lib = library()
-    if fn is None or lib is None or a.dtype != out.dtype or b.dtype != out.dtype:
-        return False
+    if fns is None or lib is None or a.dtype != out.dtype or b.dtype != out.dtype or not a.ndim == b.ndim == nd:
+        return None
     la, lb = _layout(a), _layout(b)
-    m, k = a.shape
-    n = b.shape[1]
-    if la is None or lb is None or out.shape != (m, n) or out.strides[1] != out.itemsize:
+    if la is None or lb is None or out.shape != np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (
+            a.shape[-2], b.shape[-1]) or out.strides[-1] != out.itemsize:
+        return None
+    ldc = out.strides[-2] // out.itemsize
+    if out.strides[-2] % out.itemsize or ldc < max(1, b.shape[-1]):
+        return None
+    return fns, lib, la, lb, ldc
+
+
+def _rows(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """``out[...] = a @ b`` (matrices) in blocks of rows on Numba's threads; False where the
+    operands do not allow it."""
+    found = _operands(a, b, out, 2)
+    if found is None:
         return False
-    ldc = out.strides[0] // out.itemsize
-    if out.strides[0] % out.itemsize or ldc < max(1, n):
-        return False
-    with _lock:
-        before = lib.get_threads()
-        if before != 1:
-            _lowered.append(before)
-            lib.set_threads(1)
-        try:
-            fn(la[0], lb[0], m, n, k, a.ctypes.data, la[1], la[2], b.ctypes.data, lb[1], out.ctypes.data, ldc,
+    fns, lib, la, lb, ldc = found
+    (m, k), n = a.shape, b.shape[1]
+    with _OneThread(lib):
+        fns[0](la[0], lb[0], m, n, k, a.ctypes.data, la[1], la[2], b.ctypes.data, lb[1], out.ctypes.data, ldc,
                MIN_ROWS)
-        finally:
-            if before != 1:
-                lib.set_threads(before)
-                _lowered.clear()
     return True
 
 
+def _batches(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """``out[...] = a @ b`` (stacks of matrices, or one of them broadcast) in blocks of batch
+    entries on Numba's threads; False where the operands do not allow it."""
+    found = _operands(a, b, out, 3)
+    if found is None or out.strides[0] % out.itemsize:
+        return False
+    fns, lib, la, lb, ldc = found
+    nb, m, k = out.shape[0], a.shape[1], a.shape[2]
+    sa, sb = (x.strides[0] if x.shape[0] > 1 else 0 for x in (a, b))
+    with _OneThread(lib):
+        fns[1](la[0], lb[0], nb, m, b.shape[2], k, a.ctypes.data, la[1], sa, b.ctypes.data, lb[1], sb,
+               out.ctypes.data, ldc, out.strides[0])
+    return True
+
+
+def _alone(a: np.ndarray, b: np.ndarray, out: np.ndarray | None):
+    """NumPy's ``matmul`` with BLAS's thread count at 1: a small product, no thread woken."""
+    lib = library()
+    if lib is None:
+        return np.matmul(a, b, out=out)
+    with _OneThread(lib):
+        return np.matmul(a, b, out=out)
+
+
 def tall(m: int, n: int, k: int) -> bool:
-    """Whether an ``m x k @ k x n`` product is one that runs on Numba's threads (see the constants)."""
+    """Whether an ``m x k @ k x n`` product is cut into blocks of rows (see the constants)."""
     return n >= 1 and k >= 1 and m >= 2 * MIN_ROWS and m >= TALL * max(n, k)
 
 
+def kind(shape_a: tuple, shape_b: tuple) -> str | None:
+    """How :func:`matmul` runs ``a @ b`` of these shapes: ``"rows"`` (a tall product cut into
+    blocks of rows), ``"batches"`` (a stack of products cut into blocks of entries),
+    ``"alone"`` (a small product, on the calling thread), or None (NumPy's, on BLAS's threads)."""
+    batch = math.prod(np.broadcast_shapes(tuple(shape_a[:-2]), tuple(shape_b[:-2])))
+    work = batch * math.prod(shape_a[-2:]) * (shape_b[-1] if len(shape_b) > 1 else 1)
+    if work <= SMALL:
+        return "alone"
+    if len(shape_a) == len(shape_b) == 2 and tall(shape_a[0], shape_b[1], shape_a[1]):
+        return "rows"
+    if len(shape_a) == len(shape_b) == 3 and max(shape_a[0], shape_b[0]) >= 2 and min(shape_a + shape_b) >= 1:
+        return "batches"
+    return None
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None):
-    """``np.matmul(a, b, out=out)``, on Numba's threads where the function is loaded and the
-    operands are 2-d, of the output's dtype, and laid out for BLAS."""
-    if (a.ndim == 2 and b.ndim == 2 and a.dtype in _functions and tall(a.shape[0], b.shape[1], a.shape[1])
-            and numba.get_num_threads() > 1):
-        # (a small result too: NumPy's call would wake BLAS's threads, which then spin)
-        target = np.empty((a.shape[0], b.shape[1]), a.dtype) if out is None else out
-        if _threaded(a, b, target):
-            return target
+    """``np.matmul(a, b, out=out)``, on Numba's threads (or, for a small product, with BLAS on
+    one thread) where the functions are loaded and the operands allow it (see :func:`kind`)."""
+    if a.dtype in _functions and numba.get_num_threads() > 1:
+        how = kind(a.shape, b.shape)
+        if how == "alone":
+            return _alone(a, b, out)
+        if how is not None:
+            shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+            target = np.empty(shape, a.dtype) if out is None else out  # (NumPy's would wake BLAS's threads)
+            if (_rows if how == "rows" else _batches)(a, b, target):
+                return target
     return np.matmul(a, b, out=out)
