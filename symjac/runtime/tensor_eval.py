@@ -550,7 +550,7 @@ class _Core:
         #: ``blas.matmul``; else None
         self.threadable: _Core | None = None
         self.matmul = np.matmul
-        self.gemm = False  #: a BLAS matrix product (``np.matmul``), tall or not
+        self.gemm = False  #: a BLAS matrix product (``np.matmul``), whether threadable or not
 
     def __call__(self, a, b):
         return self.fn(a, b, None)
@@ -1110,8 +1110,8 @@ def _rest_of_concat(copy: list[bool], parts: Sequence[t.Node], axis: int):
 
 
 class _ThreadedProducts:
-    """A plan's tall matrix products on Numba's threads (``jit/blas.py``): loaded like the
-    plan's compiled loops (in the background after a few runs; now for ``T.compile``); NumPy's
+    """A plan's matrix products off BLAS's threads (``jit/blas.py``): loaded like the plan's
+    compiled loops (in the background after a few runs; now for ``T.compile``); NumPy's
     ``matmul`` serves until then."""
 
     __slots__ = ("dtype",)
@@ -1162,7 +1162,8 @@ class Plan:
         self.fuse = fuse
         self.fused: list = []  #: the compiled loops of the plan's maps
         self.runs = 0  #: how often the plan ran (its loops start compiling after a few runs)
-        #: per matrix product of its steps, the tall core that runs it (``jit/blas.py``), or None
+        #: per matrix product of its steps, the core that may run it off BLAS's threads
+        #: (``jit/blas.py``), or None (and None for a linear-algebra step)
         self._threadable: list = []
         self._plain: list = []  #: (step index, core) of those whose step is ``np.matmul`` itself
         order = t.topo_order(outputs)
