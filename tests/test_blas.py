@@ -254,3 +254,37 @@ def test_a_pinn_laplacian_through_the_api(threaded):
     fd = sum((np.array([u(p + h * e) for p in P[:8]]) - 2 * np.array([u(p) for p in P[:8]])
               + np.array([u(p - h * e) for p in P[:8]])) / h ** 2 for e in np.eye(2))
     np.testing.assert_allclose(after[:8], fd, rtol=1e-5, atol=1e-5)
+
+
+def test_plans_on_two_threads_at_once(threaded):
+    """Two threads running plans whose products are off BLAS's threads (each thread its own
+    arrays; the BLAS thread count is the process's, set under a lock): the same values as
+    one thread alone, and the count put back."""
+    import threading
+
+    fused.clear()
+    plan, X, want = _plan(wide=False)
+    for loop in plan.fused:
+        loop.start(wait=True)
+    before = blas.library().get_threads()
+    inputs = [RNG.normal(size=(4096, 16)) for _ in range(4)]
+    wants = [want(x) for x in inputs]
+    errors: list = []
+
+    def work(k):
+        try:
+            for _ in range(5):
+                for x, w in zip(inputs[k::2], wants[k::2], strict=True):
+                    for g_, w_ in zip(plan.run([x]), w, strict=True):
+                        np.testing.assert_allclose(g_, w_, rtol=1e-11, atol=1e-11)
+        except Exception as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    assert threaded and blas.library().get_threads() == before
+    fused.clear()
