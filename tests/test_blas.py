@@ -288,3 +288,11 @@ def test_plans_on_two_threads_at_once(threaded):
     assert not errors, errors
     assert threaded and blas.library().get_threads() == before
     fused.clear()
+
+
+def test_a_result_sharing_memory_with_an_operand_is_numpys(threaded):
+    a = RNG.normal(size=(4096, 32))
+    b = RNG.normal(size=(32, 32))
+    want = a @ b
+    np.testing.assert_allclose(blas.matmul(a, b, a), want, rtol=1e-13)  # (NumPy copies a first)
+    assert threaded == []

@@ -489,11 +489,12 @@ def _binary_plan(ein: t.Ein, shapes, any_layout: bool = False):
     if free_b and (nfb <= NARROW_B or nk <= NARROW_B // 4) and nfb * NARROW_COPY <= nfa:
         plain = False
         fb = _compose(fb, _c_ordered)
-    if _blas.kind(shape_a, shape_b) is not None:
+    how = _blas.kind(shape_a, shape_b)
+    if how is not None:
         # a product a plan with compiled loops runs off BLAS's threads (``_Core.threadable``)
         core = _Core(None, core_shape, result)
         core.fn = lambda a, b, buf: finish(core.matmul(fa(a), fb(b), out=buf))
-        core.threadable = core
+        core.threadable, core.how = core, how
     else:
         core = _Core(lambda a, b, buf: finish(np.matmul(fa(a), fb(b), out=buf)), core_shape, result)
     core.gemm = True
@@ -538,7 +539,7 @@ class _Core:
     ``shape`` (drawn from the plan's pool), then shapes it as the output
     (``letters``: the output's letters in the order ``buf`` holds them)."""
 
-    __slots__ = ("fn", "shape", "letters", "plain", "matmul", "threadable", "gemm")
+    __slots__ = ("fn", "shape", "letters", "plain", "matmul", "threadable", "how", "gemm")
 
     def __init__(self, fn, shape: tuple, letters: str):
         self.fn = fn
@@ -549,6 +550,7 @@ class _Core:
         #: ``matmul(a, b, out=)`` it calls, which a plan with compiled loops sets to
         #: ``blas.matmul``; else None
         self.threadable: _Core | None = None
+        self.how: str | None = None  #: ... and how (``blas.kind``)
         self.matmul = np.matmul
         self.gemm = False  #: a BLAS matrix product (``np.matmul``), whether threadable or not
 
@@ -1251,7 +1253,7 @@ class Plan:
             # layer, 4,096 x 128 @ 128 x 1) and they spun again (27.8 ms a call with it off
             # them too, 34.3 without)
             for core in self._threadable:
-                core.matmul = _blas.matmul
+                core.matmul = _blas.matmul_as(core.how)
             for j, core in self._plain:
                 self.steps[j] = ((lambda a, b, c=core: c.fn(a, b, None)),) + self.steps[j][1:]
             self.fused.append(_ThreadedProducts(self.dtype))

@@ -279,6 +279,8 @@ def _operands(a, b, out, nd: int):
     if la is None or lb is None or out.shape != np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (
             a.shape[-2], b.shape[-1]) or out.strides[-1] != out.itemsize:
         return None
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):  # (NumPy's copies first; BLAS would not)
+        return None
     ldc = out.strides[-2] // out.itemsize
     if out.strides[-2] % out.itemsize or ldc < max(1, b.shape[-1]):
         return None
@@ -343,11 +345,12 @@ def kind(shape_a: tuple, shape_b: tuple) -> str | None:
     return None
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None):
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None, how: str | None = None):
     """``np.matmul(a, b, out=out)``, on Numba's threads (or, for a small product, with BLAS on
-    one thread) where the functions are loaded and the operands allow it (see :func:`kind`)."""
+    one thread) where the functions are loaded and the operands allow it; ``how``: their
+    :func:`kind`, if known."""
     if a.dtype in _functions and numba.get_num_threads() > 1:
-        how = kind(a.shape, b.shape)
+        how = how or kind(a.shape, b.shape)
         if how == "alone":
             return _alone(a, b, out)
         if how is not None:
@@ -356,3 +359,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None):
             if (_rows if how == "rows" else _batches)(a, b, target):
                 return target
     return np.matmul(a, b, out=out)
+
+
+def matmul_as(how: str):
+    """:func:`matmul` for operands whose :func:`kind` is ``how`` (a plan's product, of fixed shapes)."""
+    return lambda a, b, out=None: matmul(a, b, out, how)
