@@ -156,13 +156,16 @@ def test_a_region_takes_in_a_lone_product_its_next_member_reads():
 def test_wide_products_stay_blas():
     """A product with a wide inner axis (a layer's weights) is not a member."""
     with t.building():
-        h = _node((1000, 128))
-        W = t.input_(1, "W", (128, 128), np.float64)
+        h = _node((1000, 256))
+        W = t.input_(1, "W", (256, 256), np.float64)
         z = t.einsum([h, W], ["ab", "cb"], "ac")
         assert regions.roles(z, regions.signature(z) or ((), (1000,))) is None
         small = t.einsum([h, h], ["ab", "ab"], "a")
         assert regions.signature(small) == ((), (1000,))
-        assert regions.roles(small, ((), (1000,))) is None  # (128 multiply-adds a sample: over the limit)
+        assert regions.roles(small, ((), (1000,))) is None  # (256 multiply-adds a sample: over the limit)
+        h2 = t.input_(3, "h2", (1000, 128), np.float64)
+        at_limit = t.einsum([h2, h2], ["ab", "ab"], "a")  # (128: a PINN's two tangents at width 64)
+        assert regions.roles(at_limit, ((), (1000,))) is not None
         narrow = t.einsum([_node((1000, 4)), t.input_(2, "v", (1000, 4), np.float64)], ["ab", "ab"], "a")
         assert [r.member for r in regions.roles(narrow, ((), (1000,)))] == [True, True]
 
@@ -428,3 +431,26 @@ def test_empty_trailing_blocks_and_read_only_arguments():
         for _ in range(8):
             buf[:] = RNG.normal(size=(3000, 3))
             np.testing.assert_allclose(T(view), g(buf), rtol=1e-13, atol=1e-13)
+
+
+def test_a_pinns_tangents_at_width_64_join_a_region():
+    """The forward Laplacian's tangents of a width-64 layer, (4,096, 2, 64): the derivative
+    times them, and their squares summed over the two tangents, are one region (as NumPy
+    steps they were two passes over 524,288 entries each)."""
+    with t.building():
+        d = t.input_(0, "d", (4096, 64), np.float64)
+        jz = t.input_(1, "jz", (4096, 2, 64), np.float64)
+        jh = t.einsum([d, jz], ["ab", "acb"], "acb")
+        sq = t.einsum([jh, jh], ["acb", "acb"], "ab")
+        out = t.apply(lambda a, b: a * (1 - b), [sq, d], np.float64)
+        found = regions.find(t.topo_order([out, jh]), [out, jh], np.float64)
+    assert [sorted(m.op for m in r.members) for r in found] == [["einsum", "einsum", "map"]]
+    plan = tensor_eval.Plan([out, jh], 2, np.float64, fused.fuse)
+    for loop in plan.fused:
+        loop.start(wait=True)
+    D, JZ = RNG.normal(size=(4096, 64)), RNG.normal(size=(4096, 2, 64))
+    JH = D[:, None, :] * JZ
+    for _ in range(3):
+        got_out, got_jh = plan.run([D, JZ])
+        np.testing.assert_allclose(got_jh, JH, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(got_out, (JH ** 2).sum(axis=1) * (1 - D), rtol=1e-12, atol=1e-12)

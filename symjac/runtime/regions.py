@@ -35,10 +35,14 @@ from ..ir import tensor as t
 from . import fused
 from .batch import BatchProgram
 
-#: a member's trailing block has at most this many entries
-MAX_TRAIL = 64
-#: a member product does at most this many multiply-adds per sample (wider products stay BLAS's)
-MAX_PRODUCT = 64
+#: a member's trailing block has at most this many entries, and ...
+MAX_TRAIL = 128
+#: ... a member product does at most this many multiply-adds per sample (wider products stay
+#: BLAS's).  At 64 each, a PINN Laplacian's tangents at width 64, (4,096, 2, 64), stayed out of
+#: its regions, as NumPy steps; at 128 they join them: 9.7-11.0 -> 6.5-8.2 ms a call (regions
+#: on both cores; the other benchmark rows' plans unchanged but a GMM's at (64, 100), neutral;
+#: compile times unchanged)
+MAX_PRODUCT = 128
 #: a region is built from this many element functions and products (fewer: ``fused.py``'s loops serve)
 MIN_WORK = 2
 
