@@ -1348,8 +1348,6 @@ class Plan:
             fn = einsum_function(p, [a.shape for a in n.args], self.dtype, n not in self._laid_out)
             if isinstance(fn, _Core) and fn.gemm and not fold:
                 self._threadable.append(fn.threadable)  # (None: a product BLAS's own threads run)
-                if fn.plain is not None and fn.threadable is not None and math.prod(fn.shape) < POOL_MIN:
-                    self._plain.append((len(self.steps), fn))  # (its step: fn.plain, see __init__)
             if isinstance(fn, _Core) and math.prod(fn.shape) >= POOL_MIN:
                 core = fn.fn
                 if n in self._laid_out and fn.letters != p.out and sorted(fn.letters) == sorted(p.out):
@@ -1358,6 +1356,8 @@ class Plan:
                     return _contiguous(core, fn.shape, self.dtype, into), n.shape
                 return (lambda a, b, out=None, pool=None: core(a, b, out)), fn.shape
             if isinstance(fn, _Core) and fn.plain is not None:
+                if fn.threadable is not None and not fold:
+                    self._plain.append((len(self.steps), fn))  # (the step: see __init__)
                 return fn.plain, None
             return fn, None
         if op == "reshape":

@@ -18,7 +18,8 @@ The BLAS is the library NumPy itself loaded (a NumPy wheel's
 the process (``RTLD_NOLOAD``), never loaded from disk.  Its ``cblas_?gemm`` is
 called by symbol from a small Numba module written to the kernel cache like
 any kernel module (its machine code then comes from Numba's disk cache); its
-thread count is set to 1 around each product, under a lock, and put back.  Where anything is missing (another BLAS, another platform, a failed
+thread count is set to 1 around each product, under a lock, and put back.
+Where anything is missing (another BLAS, another platform, a failed
 self-check) NumPy's ``matmul`` serves, as it does until the module is loaded.
 Bits: a block's rows are summed by the same kernel as NumPy's, but BLAS may
 pick other kernels for a smaller block, so results may differ from
@@ -174,25 +175,22 @@ def _load(dtype: np.dtype) -> None:
     """Load (or compile) the module's functions for ``dtype`` and check them against NumPy's."""
     from . import wrappers
 
+    ready = False
     try:
-        if library() is None:
-            _state[dtype] = "none"
-            return
-        source = module_source()
-        path = cache.write_module(source, f"blas_rows_{cache.source_digest(source)}")
-        rows = cache.load_function(path, f"rows_{dtype.name}", lambda: source)
-        wrappers.compile_kernel(rows, types.none(*([types.int64] * 13)))
-        batches = cache.load_function(path, f"batches_{dtype.name}", lambda: source)
-        wrappers.compile_kernel(batches, types.none(*([types.int64] * 15)))
-        _functions[dtype] = (rows, batches)
-        if not _checked(dtype):
-            _functions.pop(dtype, None)
-            _state[dtype] = "none"
-            return
-        _state[dtype] = "ready"
+        if library() is not None:
+            source = module_source()
+            path = cache.write_module(source, f"blas_rows_{cache.source_digest(source)}")
+            rows = cache.load_function(path, f"rows_{dtype.name}", lambda: source)
+            wrappers.compile_kernel(rows, types.none(*([types.int64] * 13)))
+            batches = cache.load_function(path, f"batches_{dtype.name}", lambda: source)
+            wrappers.compile_kernel(batches, types.none(*([types.int64] * 15)))
+            _functions[dtype] = (rows, batches)
+            ready = _checked(dtype)
     except Exception:  # noqa: BLE001 -- NumPy's matmul serves
+        pass
+    if not ready:
         _functions.pop(dtype, None)
-        _state[dtype] = "none"
+    _state[dtype] = "ready" if ready else "none"
 
 
 def _checked(dtype: np.dtype) -> bool:
