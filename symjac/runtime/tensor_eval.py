@@ -29,6 +29,7 @@ from ..backend import ssa as _program
 from ..ir import graph as g
 from ..ir import ops as _ops
 from ..ir import tensor as t
+from . import chains as _chains
 from . import pieces, rows
 from .jit import blas as _blas
 
@@ -1147,7 +1148,8 @@ class Plan:
     #: constant results larger than this many entries are computed on every run instead
     FOLD_LIMIT = 1 << 22
 
-    def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None, bounds: Sequence = ()):
+    def __init__(self, outputs: Sequence[t.Node], n_leaves: int, dtype, fuse=None, bounds: Sequence = (),
+                 chains: bool = True):
         outputs = stack_products(outputs)
         outputs = t.shared(rows.batch(pieces.split(sum_into_products(small_factors_first(fold_product_sums(outputs))))))
         outputs = merge_maps(outputs)
@@ -1155,6 +1157,8 @@ class Plan:
             from . import regions
 
             outputs = regions.rewrite(outputs, regions.find(t.topo_order(outputs), outputs, np.dtype(dtype)))
+        if chains:  # products and maps over large per-sample arrays, run by blocks of samples (``chains.py``)
+            outputs = _chains.rewrite(outputs, _chains.find(t.topo_order(outputs), outputs))
         outputs = joined_views(outputs)
         #: integer inputs whose entries must lie in ``0 .. stop - 1`` (``.index``, ``.stop``, ``.what``)
         self.bounds = tuple(bounds)
@@ -1259,6 +1263,11 @@ class Plan:
             self.fused.append(_ThreadedProducts(self.dtype))
         self.steps = [(fn, args, k, free, pooled, tuple(releases.get(k, ()))) for fn, args, k, free, pooled in self.steps]
         self.out_slots = [slot[o] for o in outputs]
+        #: the step whose pooled array holds the only output's entries in order (``run_into`` gives
+        #: it the caller's array instead), or None
+        self._into_slot = None
+        if len(outputs) == 1 and storage[outputs[0]].args and storage[outputs[0]] not in known:
+            self._into_slot = slot[storage[outputs[0]]]
         # a result that is (a view of) a leaf, a constant or another result is copied
         self.copy = []
         origins = set()
@@ -1266,6 +1275,7 @@ class Plan:
             origin = storage[o]
             self.copy.append(not origin.args or origin in known or origin in origins or _is_view(o))
             origins.add(origin)
+        self.out_shape = outputs[0].shape if outputs else ()
         self.n_leaves = n_leaves
         self.n_steps = len(self.steps)
         self._pools = threading.local()
@@ -1298,7 +1308,7 @@ class Plan:
         does.  The text holds only names this method makes (``v7 = s2(v3, v5)``); the step
         functions and shapes are bound by name."""
         scope: dict = {}
-        lines = ["def run(leaves, fixed, pool, dtype):", "    take, give = pool.take, pool.give"]
+        lines = ["def run(leaves, fixed, pool, dtype, into=None):", "    take, give = pool.take, pool.give"]
         for index, k in self.leaf_slots:
             lines.append(f"    v{k} = leaves[{int(index)}]")
         for j, (k, _) in enumerate(self.fixed):
@@ -1329,7 +1339,10 @@ class Plan:
                 lines.append(f"    v{k} = s{j}({operands}{', ' if operands else ''}out={target}, pool=pool)")
             else:
                 scope[f"P{j}"] = tuple(int(n) for n in pooled)
-                lines.append(f"    b{k} = take(P{j}, dtype)")
+                if k == self._into_slot and math.prod(pooled) == math.prod(self.out_shape):
+                    lines.append(f"    b{k} = take(P{j}, dtype) if into is None else into.reshape(P{j})")
+                else:
+                    lines.append(f"    b{k} = take(P{j}, dtype)")
                 lines.append(f"    v{k} = s{j}({operands}{', ' if operands else ''}out=b{k}, pool=pool)")
             lines += [f"    v{int(f)} = None" for f in free]
             lines += [f"    give(b{int(r)})" for r in release]
@@ -1393,6 +1406,8 @@ class Plan:
             return self._region(p, fold), None
         if op == "pick":
             return (lambda values: values[p]), None
+        if op == "chain":
+            return _chains.runner(p, self.dtype), (n.shape if n.dtype == self.dtype else None)
         raise AssertionError(f"no evaluation for {op}")
 
     def _region(self, r, fold: bool = False):
@@ -1475,9 +1490,7 @@ class Plan:
                 if loop.state == "new":
                     loop.start(False, self.runs)
         dtype = self.dtype
-        pool = getattr(self._pools, "pool", None)
-        if pool is None:
-            pool = self._pools.pool = Pool()
+        pool = self._pool()
         if self._straight is not None:
             with np.errstate(all="ignore"):
                 results = self._straight(leaves, self.fixed, pool, dtype)
@@ -1513,6 +1526,25 @@ class Plan:
                 for r in release:
                     pool.give(buffers.pop(r))
         return self._results([values[k] for k in self.out_slots], dtype)
+
+    def run_into(self, leaves: Sequence[np.ndarray], into: np.ndarray) -> None:
+        """The only output written into ``into`` (C-contiguous, of its shape and the plan's
+        dtype): by its own step where the plan runs as straight-line calls and that step writes
+        it in order, else copied there (``chains.py``: each block's result into its rows)."""
+        if self._straight is None or self.fused or self.bounds:
+            np.copyto(into, self.run(leaves)[0])
+            return
+        with np.errstate(all="ignore"):
+            value = self._straight(leaves, self.fixed, self._pool(), self.dtype, into)[0]
+        if not (isinstance(value, np.ndarray) and value.ctypes.data == into.ctypes.data
+                and value.shape == into.shape and value.flags.c_contiguous):
+            np.copyto(into, np.array(value, dtype=self.dtype))
+
+    def _pool(self) -> Pool:
+        pool = getattr(self._pools, "pool", None)
+        if pool is None:
+            pool = self._pools.pool = Pool()
+        return pool
 
     def _results(self, results: list, dtype) -> list[np.ndarray]:
         """The outputs as fresh C-contiguous arrays of ``dtype`` (copies where they are

@@ -267,6 +267,11 @@ class _OneThread:
         _lock.release()
 
 
+def one_thread(lib: _Library) -> _OneThread:
+    """A context in which BLAS runs on one thread (``chains.py``: blocks shared among the cores)."""
+    return _OneThread(lib)
+
+
 def _operands(a, b, out, nd: int):
     """The functions and the BLAS layouts of ``out = a @ b`` (``nd``-d each), or None."""
     fns = _functions.get(out.dtype)
