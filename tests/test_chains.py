@@ -89,11 +89,11 @@ def test_a_failure_in_a_block_is_raised_on_the_calling_thread(small_chains, monk
     real = chains._plan
     calls = []
 
-    def failing(c, length):
+    def failing(c, length, make_plan):
         calls.append(length)
         if len(calls) == 3:
             raise MemoryError("block 3")
-        return real(c, length)
+        return real(c, length, make_plan)
 
     monkeypatch.setattr(chains, "_plan", failing)
     with pytest.raises(MemoryError, match="block 3"):

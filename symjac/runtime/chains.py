@@ -232,16 +232,14 @@ def _resized(c: Chain, length: int) -> tuple[t.Node, int]:
     return done[c.result], len(c.inputs)
 
 
-def _plan(c: Chain, length: int):
+def _plan(c: Chain, length: int, make_plan):
     plan = c._plans.get(length)
     if plan is None:
-        from .tensor_eval import Plan
-
         with c._lock:
             plan = c._plans.get(length)
             if plan is None:
                 result, n_inputs = _resized(c, length)
-                plan = c._plans[length] = Plan([result], n_inputs, c.dtype, chains=False)
+                plan = c._plans[length] = make_plan([result], n_inputs, c.dtype)
     return plan
 
 
@@ -253,8 +251,10 @@ def _threads(blocks: int) -> int:
     return max(1, min(cores, blocks, MAX_THREADS))
 
 
-def runner(c: Chain, dtype):
-    """``run(*inputs, out=None, pool=None) -> the chain's result``, block by block."""
+def runner(c: Chain, dtype, make_plan):
+    """``run(*inputs, out=None, pool=None) -> the chain's result``, block by block
+    (``make_plan(outputs, n_leaves, dtype)``: a plan of the members for one block length,
+    with no chains of its own)."""
     from .jit import blas
 
     samples, dtype = c.samples, np.dtype(dtype)
@@ -277,7 +277,7 @@ def runner(c: Chain, dtype):
                     if i >= blocks:
                         return
                     lo, hi = i * block, min(samples, (i + 1) * block)
-                    plan = _plan(c, hi - lo)
+                    plan = _plan(c, hi - lo, make_plan)
                     leaves = [x[lo:hi] if s else x for x, s in zip(xs, sliced, strict=True)]
                     plan.run_into(leaves, out[lo:hi])
             except BaseException as exc:  # (raised again on the calling thread)

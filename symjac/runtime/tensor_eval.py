@@ -1138,6 +1138,11 @@ class _ThreadedProducts:
             _blas.start(self.dtype, False)
 
 
+def _block_plan(outputs: Sequence[t.Node], n_leaves: int, dtype) -> Plan:
+    """A sample chain's plan for one block (``chains.py``): NumPy steps, no chains of its own."""
+    return Plan(outputs, n_leaves, dtype, chains=False)
+
+
 class Plan:
     """An array program as NumPy steps: ``run(leaves) -> results``.
 
@@ -1407,7 +1412,7 @@ class Plan:
         if op == "pick":
             return (lambda values: values[p]), None
         if op == "chain":
-            return _chains.runner(p, self.dtype), (n.shape if n.dtype == self.dtype else None)
+            return _chains.runner(p, self.dtype, _block_plan), (n.shape if n.dtype == self.dtype else None)
         raise AssertionError(f"no evaluation for {op}")
 
     def _region(self, r, fold: bool = False):
