@@ -138,10 +138,15 @@ def test_small_products_run_with_one_blas_thread(monkeypatch, threaded):
 
     monkeypatch.setattr(blas.np, "matmul", spy)
     try:
-        a, b = RNG.normal(size=(25, 1000)), RNG.normal(size=(1000, 10))  # (a GMM's sum over its points)
+        a, b = RNG.normal(size=(25, 1000)), RNG.normal(size=(1000, 40))  # (a GMM's sum over its points)
         np.testing.assert_allclose(blas.matmul(a, b, None), real(a, b), rtol=1e-13)
         assert counts == [1] and threaded == []
         assert lib.get_threads() == 2
+        # a quiet one (OpenBLAS keeps it on this thread itself): the count is left as it is
+        a, b = RNG.normal(size=(25, 1000)), RNG.normal(size=(1000, 10))
+        assert blas.kind(a.shape, b.shape) == "quiet"
+        np.testing.assert_allclose(blas.matmul(a, b, None), real(a, b), rtol=1e-13)
+        assert counts == [1, 2] and threaded == []
     finally:
         lib.set_threads(before)
 
@@ -183,19 +188,21 @@ def _plan(wide: bool):
         w2 = t.const(RNG.normal(size=(32, 32)) / 6)
         h = t.apply(lambda a: a * a * (1 - a), [t.einsum([x, w1], ["ab", "bc"], "ac")], np.float64)
         g = t.apply(lambda a: a - a * a * a, [t.einsum([h, w2], ["ab", "bc"], "ac")], np.float64)
-        v = t.const(RNG.normal(size=4096))
-        outs = [g, t.einsum([v, g], ["a", "ab"], "b")]  # (a small product: one BLAS thread, on this one)
+        v = t.const(RNG.normal(size=(5, 4096)))
+        u = t.const(RNG.normal(size=4096))
+        outs = [g, t.einsum([v, g], ["ca", "ab"], "cb"),  # (a small product: one BLAS thread, on this one)
+                t.einsum([u, g], ["a", "ab"], "b")]  # (a smaller one: NumPy's, OpenBLAS on this thread itself)
         if wide:
             outs.append(t.einsum([h, h], ["ab", "ac"], "bc"))  # (32 x 4,096 @ 4,096 x 32)
     X = RNG.normal(size=(4096, 16))
-    W1, W2, V = w1.param.value, w2.param.value, v.param.value
+    W1, W2, V, U = w1.param.value, w2.param.value, v.param.value, u.param.value
 
     def want(X):
         H = X @ W1
         H = H * H * (1 - H)
         G = H @ W2
         G = G - G ** 3
-        return [G, V @ G] + ([H.T @ H] if wide else [])
+        return [G, V @ G, U @ G] + ([H.T @ H] if wide else [])
     return tensor_eval.Plan(outs, 1, np.float64, fused.fuse), X, want
 
 
@@ -213,7 +220,8 @@ def test_a_plan_with_compiled_loops_runs_its_products_off_blas_threads(monkeypat
         for g_, w_ in zip(got, want(X), strict=True):
             np.testing.assert_allclose(g_, w_, rtol=1e-11, atol=1e-11)
     assert sorted(set(threaded)) == [((4096, 16), (16, 32)), ((4096, 32), (32, 32))]
-    assert alone == [(4096,)] * 3  # (the small product's step, np.matmul itself before, is replaced)
+    assert alone == [(5, 4096)] * 3  # (the small product's step, np.matmul itself before, is replaced)
+    assert np.matmul in [step[0] for step in plan.steps]  # (the quiet one's stays np.matmul)
     fused.clear()
 
 

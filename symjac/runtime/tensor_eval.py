@@ -1264,7 +1264,8 @@ class Plan:
             for core in self._threadable:
                 core.matmul = _blas.matmul_as(core.how)
             for j, core in self._plain:
-                self.steps[j] = ((lambda a, b, c=core: c.fn(a, b, None)),) + self.steps[j][1:]
+                if core.how != "quiet":  # (those stay np.matmul itself)
+                    self.steps[j] = ((lambda a, b, c=core: c.fn(a, b, None)),) + self.steps[j][1:]
             self.fused.append(_ThreadedProducts(self.dtype))
         self.steps = [(fn, args, k, free, pooled, tuple(releases.get(k, ()))) for fn, args, k, free, pooled in self.steps]
         self.out_slots = [slot[o] for o in outputs]

@@ -51,6 +51,12 @@ TALL = 4
 #: a product of at most SMALL multiply-adds that is neither runs on the calling thread, BLAS's
 #: thread count at 1 (a GMM's sums over its 1,000 points, 25 x 1,000 @ 1,000 x 10)
 SMALL = 1 << 20
+#: ... and one of at most QUIET multiply-adds runs as NumPy's matmul, nothing around it: OpenBLAS
+#: runs it on the calling thread anyway (measured: its other threads used no CPU tick over 20,000
+#: products of up to 262,144 multiply-adds, nor over 3,000 of 512,000; 1,000,000 woke them), and
+#: setting the thread count around it cost ~5 us a product (a GMM at (2, 5), whose two products
+#: are such: 536 against 591 us a call, in-process A/B)
+QUIET = 1 << 18
 
 #: (symbol prefix in NumPy's OpenBLAS, symbol here) per dtype
 _GEMM = {np.dtype(np.float64): ("scipy_cblas_dgemm64_", "symjac_cblas_dgemm"),
@@ -336,9 +342,12 @@ def tall(m: int, n: int, k: int) -> bool:
 def kind(shape_a: tuple, shape_b: tuple) -> str | None:
     """How :func:`matmul` runs ``a @ b`` of these shapes: ``"rows"`` (a tall product cut into
     blocks of rows), ``"batches"`` (a stack of products cut into blocks of entries),
-    ``"alone"`` (a small product, on the calling thread), or None (NumPy's, on BLAS's threads)."""
+    ``"alone"`` (a small product, on the calling thread), ``"quiet"`` (a product OpenBLAS runs
+    on the calling thread itself: NumPy's), or None (NumPy's, on BLAS's threads)."""
     batch = math.prod(np.broadcast_shapes(tuple(shape_a[:-2]), tuple(shape_b[:-2])))
     work = batch * math.prod(shape_a[-2:]) * (shape_b[-1] if len(shape_b) > 1 else 1)
+    if work <= QUIET:
+        return "quiet"
     if work <= SMALL:
         return "alone"
     if len(shape_a) == len(shape_b) == 2 and tall(shape_a[0], shape_b[1], shape_a[1]):
@@ -354,6 +363,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None, how: str | None
     :func:`kind`, if known."""
     if a.dtype in _functions and numba.get_num_threads() > 1:
         how = how or kind(a.shape, b.shape)
+        if how == "quiet":
+            return np.matmul(a, b, out=out)
         if how == "alone":
             return _alone(a, b, out)
         if how is not None:
@@ -366,4 +377,6 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None, how: str | None
 
 def matmul_as(how: str):
     """:func:`matmul` for operands whose :func:`kind` is ``how`` (a plan's product, of fixed shapes)."""
+    if how == "quiet":
+        return np.matmul
     return lambda a, b, out=None: matmul(a, b, out, how)
