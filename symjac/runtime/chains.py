@@ -152,7 +152,7 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node]) -> list[Chain]:
     owner: set = set()
     chains = []
     for root in reversed(order):
-        if root in owner or root.op not in ("einsum", "map") or not root.shape:
+        if root in owner or root.op not in ("einsum", "map") or not root.shape or root.dtype.kind != "f":
             continue
         samples = root.shape[0]
         if samples < 2 or _sample_operands(root, samples) is None:
