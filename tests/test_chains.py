@@ -117,7 +117,7 @@ def test_where_a_chain_is_not_formed(small_chains, monkeypatch):
     J, _ = _per_sample_jacobian(300, 6, 5)
     assert chains.find(t.topo_order([J]), [J]) == []
     # small intermediates (at the real limit): no chain
-    monkeypatch.setattr(chains, "MAX_CONTRACTED", 128)
+    monkeypatch.setattr(chains, "MAX_CONTRACTED", 64)
     monkeypatch.setattr(chains, "MIN_INTERMEDIATE", 1 << 23)
     assert chains.find(t.topo_order([J]), [J]) == []
 

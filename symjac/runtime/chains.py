@@ -46,9 +46,10 @@ MIN_INTERMEDIATE = 1 << 23
 MIN_MEMBER = 1 << 21
 #: ... and its products sum at most this many terms an entry: longer ones are bound by arithmetic,
 #: not by memory, and re-reading a large weight operand once a block costs more than the chain
-#: saves (per-sample MLP Jacobians at width 256, sums of 256: 600-860 ms a call by blocks, 600 ms
-#: as whole-array steps; at width 64: 35 against 62 ms)
-MAX_CONTRACTED = 128
+#: saves.  Per-sample MLP Jacobians (10,000 samples), whole calls by blocks against whole-array
+#: steps, in-process A/B: width 64, 59 against 69 ms; 96, 113 against 115 (neutral); 128, 179
+#: against 171; 256, 600-860 against 600 ms
+MAX_CONTRACTED = 64
 #: a block holds about this many entries of the chain's widest member (float64: 512 kB)
 BLOCK_ENTRIES = 1 << 16
 #: at most this many threads share the blocks
