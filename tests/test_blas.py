@@ -147,6 +147,17 @@ def test_small_products_run_with_one_blas_thread(monkeypatch, threaded):
         assert blas.kind(a.shape, b.shape) == "quiet"
         np.testing.assert_allclose(blas.matmul(a, b, None), real(a, b), rtol=1e-13)
         assert counts == [1, 2] and threaded == []
+        # with one Numba thread, a small product still keeps BLAS's threads asleep
+        import numba
+
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            a, b = RNG.normal(size=(25, 1000)), RNG.normal(size=(1000, 40))
+            np.testing.assert_allclose(blas.matmul(a, b, None), real(a, b), rtol=1e-13)
+        finally:
+            numba.set_num_threads(threads)
+        assert counts == [1, 2, 1]
     finally:
         lib.set_threads(before)
 

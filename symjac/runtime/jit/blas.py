@@ -361,17 +361,17 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None, how: str | None
     """``np.matmul(a, b, out=out)``, on Numba's threads (or, for a small product, with BLAS on
     one thread) where the functions are loaded and the operands allow it; ``how``: their
     :func:`kind`, if known."""
-    if a.dtype in _functions and numba.get_num_threads() > 1:
-        how = how or kind(a.shape, b.shape)
-        if how == "quiet":
-            return np.matmul(a, b, out=out)
-        if how == "alone":
-            return _alone(a, b, out)
-        if how is not None:
-            shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-            target = np.empty(shape, a.dtype) if out is None else out  # (NumPy's would wake BLAS's threads)
-            if (_rows if how == "rows" else _batches)(a, b, target):
-                return target
+    if a.dtype not in _functions:
+        return np.matmul(a, b, out=out)
+    how = how or kind(a.shape, b.shape)
+    if how == "alone":  # (on the calling thread: whatever Numba's thread count)
+        return _alone(a, b, out)
+    if how in ("rows", "batches") and numba.get_num_threads() > 1:
+        shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+        target = np.empty(shape, a.dtype) if out is None else out  # (NumPy's would wake BLAS's threads)
+        if (_rows if how == "rows" else _batches)(a, b, target):
+            return target
+        out = target  # (refused: NumPy's, into the array just made)
     return np.matmul(a, b, out=out)
 
 
