@@ -2,6 +2,8 @@
 leading axis, run a block of samples at a time (on every core, BLAS on one thread
 each).  Same values as the whole-array steps; formed only where they pay."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -186,3 +188,24 @@ def test_per_sample_jacobians_of_an_mlp_through_the_api(small_chains, monkeypatc
     h2 = np.tanh(h1 @ W2.T + b2)
     want = np.einsum("ob,sb,ba,sa,ai->soi", W3, 1 - h2 ** 2, W2, 1 - h1 ** 2, W1)
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+
+
+def test_without_numpys_openblas_the_blocks_run_on_the_calling_thread(small_chains, monkeypatch):
+    """Where the BLAS thread count cannot be set (another BLAS), no helper threads: they and
+    BLAS's own threads would compete for the cores.  Same values."""
+    from symjac.runtime.jit import blas
+
+    monkeypatch.setattr(blas, "library", lambda: None)
+    started: list = []
+    real_thread = chains.threading.Thread
+    monkeypatch.setattr(chains.threading, "Thread", lambda *a, **k: started.append(1) or real_thread(*a, **k))
+    J, _ = _per_sample_jacobian(300, 6, 5)
+    xs = _inputs(300, 6, 5)
+    got = tensor_eval.Plan([J], 4, np.float64).run(xs)[0]
+    np.testing.assert_allclose(got, _want(*xs), rtol=1e-12, atol=1e-12)
+    assert started == []
+    monkeypatch.setattr(blas, "library", lambda: object())  # (a library: helpers start, one per other core)
+    monkeypatch.setattr(blas, "one_thread", lambda lib: contextlib.nullcontext())
+    monkeypatch.setattr(chains, "_threads", lambda blocks: 2)
+    np.testing.assert_allclose(tensor_eval.Plan([J], 4, np.float64).run(xs)[0], _want(*xs), rtol=1e-12, atol=1e-12)
+    assert started == [1]
