@@ -63,6 +63,8 @@ class Chain:
 
     members: list
     inputs: list  #: [(node, by_sample, perm)]: perm, for one read whole, the order its axes are arranged in, or None
+    #: member -> how it reads each operand: [(by_sample, perm)], perm as in ``inputs`` (None for a member)
+    reads: dict
     samples: int
     dtype: np.dtype
     _plans: dict = field(default_factory=dict)  #: block length -> the members' plan for it
@@ -149,29 +151,34 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node]) -> list[Chain]:
         for k, a in enumerate(n.args):
             readers.setdefault(a, []).append((n, k))
     returned = set(outputs)
-    flags: dict = {}
+    known: dict = {}
     owner: set = set()
     chains = []
+
+    def flags(n: t.Node, samples: int) -> list[bool] | None:
+        key = (n, samples)
+        if key not in known:
+            known[key] = _sample_operands(n, samples)
+        return known[key]
+
     for root in reversed(order):
         if root in owner or root.op not in ("einsum", "map") or not root.shape or root.dtype.kind != "f":
             continue
         samples = root.shape[0]
-        if samples < 2 or _sample_operands(root, samples) is None:
+        if samples < 2 or flags(root, samples) is None:
             continue
         members = {root}
         grown = True
         while grown:
             grown = False
             for m in list(members):
-                mf = flags.setdefault((m, samples), _sample_operands(m, samples))
-                for a, by_sample in zip(m.args, mf, strict=True):
+                for a, by_sample in zip(m.args, flags(m, samples), strict=True):
                     if not by_sample or a in members or a in owner or a in returned:
                         continue
-                    af = flags.setdefault((a, samples), _sample_operands(a, samples))
-                    if af is None or a.dtype != root.dtype or a.size < MIN_MEMBER:
+                    if flags(a, samples) is None or a.dtype != root.dtype or a.size < MIN_MEMBER:
                         continue
                     reads = readers.get(a, [])
-                    if all(r in members and flags[(r, samples)][k] for r, k in reads):
+                    if all(r in members and flags(r, samples)[k] for r, k in reads):
                         members.add(a)
                         grown = True
         inner = [m for m in members if m is not root]
@@ -180,12 +187,15 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node]) -> list[Chain]:
             continue
         ordered = [m for m in order if m in members]
         inputs: dict = {}
+        how: dict = {}
         for m in ordered:
-            for k, (a, by_sample) in enumerate(zip(m.args, flags[(m, samples)], strict=True)):
+            how[m] = [(by_sample, None if by_sample or a in members else _arrangement(m, k))
+                      for k, (a, by_sample) in enumerate(zip(m.args, flags(m, samples), strict=True))]
+            for a, (by_sample, perm) in zip(m.args, how[m], strict=True):
                 if a not in members:
-                    inputs[(a, by_sample, None if by_sample else _arrangement(m, k))] = None
+                    inputs[(a, by_sample, perm)] = None
         owner |= members
-        chains.append(Chain(ordered, list(inputs), samples, np.dtype(root.dtype)))
+        chains.append(Chain(ordered, list(inputs), how, samples, np.dtype(root.dtype)))
     return chains
 
 
@@ -218,16 +228,13 @@ def _resized(c: Chain, length: int) -> tuple[t.Node, int]:
     members = set(c.members)
     done: dict = {}
     for m in c.members:
-        flags = _sample_operands(m, c.samples)
-        perms = [None if f else _arrangement(m, k) for k, f in enumerate(flags)]
-        args = tuple(done[a] if a in members else new[(a, f, q)]
-                     for a, f, q in zip(m.args, flags, perms, strict=True))
+        args = tuple(done[a] if a in members else new[(a, f, q)] for a, (f, q) in zip(m.args, c.reads[m], strict=True))
         param = m.param
         if m.op == "einsum":
             lead = param.out[0]
             sizes = tuple((k, length if k == lead else v) for k, v in param.sizes)
-            subs = tuple(sub if q is None or a in members else "".join(sub[j] for j in q)
-                         for sub, q, a in zip(param.subs, perms, m.args, strict=True))
+            subs = tuple(sub if q is None else "".join(sub[j] for j in q)
+                         for sub, (_, q) in zip(param.subs, c.reads[m], strict=True))
             param = t.Ein(subs, param.out, sizes, param.safe)
         done[m] = t.Node(m.op, args, param, (length,) + m.shape[1:], m.dtype)
     return done[c.result], len(c.inputs)
