@@ -3,6 +3,9 @@ leading axis, run a block of samples at a time (on every core, BLAS on one threa
 each).  Same values as the whole-array steps; formed only where they pay."""
 
 import contextlib
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -209,3 +212,47 @@ def test_without_numpys_openblas_the_blocks_run_on_the_calling_thread(small_chai
     monkeypatch.setattr(chains, "_threads", lambda blocks: 2)
     np.testing.assert_allclose(tensor_eval.Plan([J], 4, np.float64).run(xs)[0], _want(*xs), rtol=1e-12, atol=1e-12)
     assert started == [1]
+
+
+_FORKED = """
+import os, sys, time
+import numpy as np
+from symjac.ir import tensor as t
+from symjac.runtime import chains, tensor_eval
+
+chains.MIN_INTERMEDIATE, chains.MIN_MEMBER, chains.BLOCK_ENTRIES = 1000, 100, 700
+S, w = 300, 7
+with t.building():
+    x = t.input_(0, "x", (S, w), np.float64)
+    W = t.input_(1, "W", (w, 3 * w), np.float64)
+    b = t.input_(2, "b", (3 * w,), np.float64)
+    V = t.input_(3, "V", (4, 3 * w), np.float64)
+    z = t.einsum([x, W], ["ab", "bc"], "ac")
+    h = t.apply(lambda p, q: p * q + 1, [z, b], np.float64)
+    y = t.einsum([h, V], ["ab", "cb"], "ac")
+plan = tensor_eval.Plan([y], 4, np.float64)
+(chain,) = list(chains._live)
+rng = np.random.default_rng(1)
+xs = [rng.normal(size=(S, w)), rng.normal(size=(w, 3 * w)), rng.normal(size=3 * w), rng.normal(size=(4, 3 * w))]
+want = ((xs[0] @ xs[1]) * xs[2] + 1) @ xs[3].T
+with chain._lock:  # (as a thread making a block's plan holds it at the fork)
+    pid = os.fork()
+    if pid == 0:
+        got = plan.run(xs)[0]  # (its block plans are made here: they take the lock)
+        os._exit(0 if np.allclose(got, want, rtol=1e-12, atol=1e-12) else 3)
+deadline = time.monotonic() + 120
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        sys.exit(os.waitstatus_to_exitcode(status))
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        sys.exit("the child hung on the chain's lock")
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_chain_lock_is_held_runs_the_chain():
+    run = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -30,6 +30,7 @@ import itertools
 import math
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -69,6 +70,9 @@ class Chain:
     dtype: np.dtype
     _plans: dict = field(default_factory=dict)  #: block length -> the members' plan for it
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        _live.add(self)
 
     @property
     def result(self) -> t.Node:
@@ -238,6 +242,19 @@ def _resized(c: Chain, length: int) -> tuple[t.Node, int]:
             param = t.Ein(subs, param.out, sizes, param.safe)
         done[m] = t.Node(m.op, args, param, (length,) + m.shape[1:], m.dtype)
     return done[c.result], len(c.inputs)
+
+
+_live: weakref.WeakSet = weakref.WeakSet()  #: every chain of the process (see _new_locks_after_fork)
+
+
+def _new_locks_after_fork() -> None:
+    """In a forked child, each chain gets a fresh lock: one held at the fork by a thread
+    making a block's plan would be held forever (the child's next call hung)."""
+    for c in list(_live):
+        c._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_locks_after_fork)
 
 
 def _plan(c: Chain, length: int, make_plan):
