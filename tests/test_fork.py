@@ -122,3 +122,45 @@ def test_a_fused_loop_compiling_at_a_fork_is_compiled_again_in_the_child(tmp_pat
     env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-c", _FUSED], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.split() == ["0"], run.stdout + run.stderr
+
+
+_HALF_IMPORTED = """
+import builtins, faulthandler, os, threading
+import numpy as np, symjac as sj
+from symjac.runtime import fused
+from symjac.runtime.jit import cache
+
+started, release = threading.Event(), threading.Event()
+
+def held(code, namespace):  # the kernel module in sys.modules, not yet executed
+    started.set()
+    release.wait()
+    builtins.exec(code, namespace)
+
+cache.exec = held  # (found before the builtin by load_function)
+sj.set_compile_mode("background")
+sj.set_tier("array")
+G = sj.grad(lambda x: np.sum(x**2 * 3 + x))
+x = np.linspace(-1, 1, 10_000)
+G(x)
+G(x)  # the second call starts the fused loop's build and compile in the background
+[loop] = fused._loops.values()
+assert started.wait(300)
+pid = os.fork()
+if pid == 0:
+    faulthandler.dump_traceback_later(120, exit=True)
+    del cache.exec
+    with sj.compiling("sync"):
+        ok = np.allclose(G(x), 6 * x + 1) and loop.batch is not None and loop.batch.kernel is not None
+    os._exit(0 if ok else 3)
+release.set()
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_kernel_module_half_imported_at_a_fork_is_imported_again_in_the_child(tmp_path):
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", _HALF_IMPORTED], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0 and run.stdout.split() == ["0"], run.stdout + run.stderr

@@ -31,6 +31,7 @@ def source_digest(source: str) -> str:
 
 
 _lock = threading.Lock()
+_executing: set = set()  #: the kernel modules being executed (see _forget_after_fork)
 _fallback_root: Path | None = None
 _removed = False  # the private fallback cache is gone (at exit)
 _warned: set = set()
@@ -192,12 +193,15 @@ def load_function(path: Path, name: str, regenerate):
             module.__file__ = str(path)
             code = compile(text, str(path), "exec")
             sys.modules[module_name] = module
+            _executing.add(module_name)
             try:
                 exec(code, module.__dict__)
                 numba_cache.install(module)
             except BaseException:
                 del sys.modules[module_name]
                 raise
+            finally:
+                _executing.discard(module_name)
     return getattr(module, name)
 
 
@@ -249,9 +253,15 @@ def mark_compiled(path: Path, seconds: float) -> None:
 
 
 def _forget_after_fork() -> None:
-    """In a forked child: the lock may have been held by a thread that does not exist here."""
+    """In a forked child: the lock may have been held by a thread that does not exist here, and
+    a kernel module that thread was executing at the fork is half made (its functions defined
+    after that point missing: the child's load of the kernel failed with AttributeError, and the
+    NumPy passes served for good): it is imported again here."""
     global _lock
     _lock = threading.Lock()
+    for name in list(_executing):
+        sys.modules.pop(name, None)
+    _executing.clear()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
