@@ -17,6 +17,7 @@ program's results may so change by a few ulp once its loops are ready.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -103,7 +104,8 @@ class FusedMap:
     def run(self, operands: Sequence, out: np.ndarray | None, shape: tuple, numpy_pass: Callable):
         """The map's value: written into ``out`` (or a new array of ``shape``) by
         the kernel, or ``numpy_pass()``'s."""
-        return self.served(int(np.prod(shape)).bit_length(), lambda: self._kernel(operands, out, shape), numpy_pass)
+        # (math.prod: np.prod of a tuple took 9 µs, a tenth of the whole call of a Rosenbrock gradient)
+        return self.served(math.prod(shape).bit_length(), lambda: self._kernel(operands, out, shape), numpy_pass)
 
     def served(self, size: int, kernel: Callable, numpy_pass: Callable):
         """``kernel()``'s value (None: the kernel is not there, nothing was written) or
@@ -157,8 +159,7 @@ class FusedMap:
         # wrapper is compiled for writable ones)
         if self.peel:
             return self._peeled(operands, target)
-        part = [np.require(x, dtype, ("C", "W")).reshape(layout) for x, (_, layout) in zip(operands, self.layouts,
-                                                                                           strict=True)]
+        part = [_taken(x, dtype).reshape(layout) for x, (_, layout) in zip(operands, self.layouts, strict=True)]
         return target if batch.run_ready(part, [target.reshape(self.out_shape)]) else None
 
     def _peeled(self, operands: Sequence, target: np.ndarray) -> np.ndarray | None:
@@ -167,7 +168,7 @@ class FusedMap:
         assert batch is not None
         outer, along = self.peel
         nd = target.ndim
-        padded = [np.require(x, batch.dtype, ("C", "W")) for x in operands]
+        padded = [_taken(x, batch.dtype) for x in operands]
         padded = [x.reshape((1,) * (nd - x.ndim) + x.shape) for x in padded]
         fixed = [None if flag else x[(0,) * len(outer)].reshape(layout)
                  for x, flag, (_, layout) in zip(padded, along, self.layouts, strict=True)]
@@ -206,6 +207,16 @@ class FusedMap:
             self.batch = batch
         batch.load_kernel()
         self.state = "ready" if batch.kernel is not None else "none"
+
+
+def _taken(x, dtype) -> np.ndarray:
+    """``x`` as the kernel takes it: C-contiguous, writable, of ``dtype`` (most operands already
+    are: checked here in ~0.3 µs, where ``np.require`` took 2.3 µs each)."""
+    if type(x) is np.ndarray and x.dtype == dtype:
+        flags = x.flags
+        if flags.c_contiguous and flags.writeable:
+            return x
+    return np.require(x, dtype, ("C", "W"))
 
 
 def _program(body: t.Body, dtype: np.dtype, batched: list[bool], trails: list[tuple], trail: tuple):
