@@ -200,7 +200,7 @@ def test_a_choice_made_on_one_thread_does_not_hold_on_two(monkeypatch):
     """The benchmark times one thread, then two: a choice kept across the switch
     left two threads on the serial loop (both cores 1.05x one thread)."""
     threads = [1]
-    monkeypatch.setattr(loops.numba, "get_num_threads", lambda: threads[0])
+    monkeypatch.setattr(loops, "num_threads", lambda: threads[0])
     ran = []
     choices = loops.Loops()
     for _ in range(20):
@@ -210,3 +210,16 @@ def test_a_choice_made_on_one_thread_does_not_hold_on_two(monkeypatch):
     ran.clear()
     choices.run(1000, lambda: ran.append("serial"), lambda: ran.append("parallel"))
     assert ran == ["parallel"], "two threads: measured afresh, the parallel loop first"
+
+
+def test_the_fast_thread_count_is_numbas_own():
+    """``loops.num_threads`` reads the threading layer's count directly: it follows
+    ``numba.set_num_threads`` on this thread like ``numba.get_num_threads`` does."""
+    was = numba.get_num_threads()
+    try:
+        for n in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(n)
+            assert loops.num_threads() == numba.get_num_threads() == n
+    finally:
+        numba.set_num_threads(was)
+    assert loops.num_threads() == was

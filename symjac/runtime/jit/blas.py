@@ -34,13 +34,13 @@ import math
 import os
 import threading
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..loops import num_threads
 from . import cache
 
 #: a product runs on Numba's threads when its result has at least MIN_ROWS rows per thread ...
@@ -366,7 +366,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None, how: str | None
     how = how or kind(a.shape, b.shape)
     if how == "alone":  # (on the calling thread: whatever Numba's thread count)
         return _alone(a, b, out)
-    if how in ("rows", "batches") and numba.get_num_threads() > 1:
+    if how in ("rows", "batches") and num_threads() > 1:
         shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
         target = np.empty(shape, a.dtype) if out is None else out  # (NumPy's would wake BLAS's threads)
         if (_rows if how == "rows" else _batches)(a, b, target):
