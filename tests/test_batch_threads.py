@@ -14,6 +14,7 @@ import pytest
 import symjac as sj
 from symjac.runtime import loops
 from symjac.runtime.jit import jobs as _jobs
+from symjac.runtime.jit import wrappers
 from symjac.runtime.loops import FIRST_WAIT, LONGEST_WAIT, PROBE_SHARE, LoopChoice
 
 rng = np.random.default_rng(3)
@@ -213,13 +214,13 @@ def test_a_choice_made_on_one_thread_does_not_hold_on_two(monkeypatch):
 
 
 def test_the_fast_thread_count_is_numbas_own():
-    """``loops.num_threads`` reads the threading layer's count directly: it follows
+    """``wrappers.num_threads`` reads the threading layer's count directly: it follows
     ``numba.set_num_threads`` on this thread like ``numba.get_num_threads`` does."""
     was = numba.get_num_threads()
     try:
         for n in sorted({1, numba.config.NUMBA_NUM_THREADS}):
             numba.set_num_threads(n)
-            assert loops.num_threads() == numba.get_num_threads() == n
+            assert wrappers.num_threads() == numba.get_num_threads() == n
     finally:
         numba.set_num_threads(was)
-    assert loops.num_threads() == was
+    assert wrappers.num_threads() == was

@@ -19,8 +19,9 @@ from . import memory
 from .jit import cache as _cache
 from .jit import jobs as _jobs
 from .jit import native, wrappers
+from .jit.wrappers import num_threads
 from .kernel import Kernel
-from .loops import Loops, num_threads
+from .loops import Loops
 from .program import Compiled, check_integers
 from .stats import STATS
 

@@ -19,40 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from time import perf_counter
 
-import numba
-
-
-def _layer_count():
-    """Numba's own count of the calling thread's threads, read from its threading layer
-    (``numba.get_num_threads`` without the launch check and its two locks around it: 0.2
-    against 1.9 µs on this host, a few times a call of a fused loop), or None where this
-    Numba has no such function (then :func:`num_threads` calls the public one)."""
-    numba.get_num_threads()  # (starts the threading layer: the count is its)
-    try:
-        from numba.np.ufunc import parallel
-    except ImportError:
-        return None
-    count = getattr(parallel, "_get_num_threads", None)
-    if not callable(count):
-        return None
-    try:
-        agrees = count() == numba.get_num_threads()
-    except Exception:  # noqa: BLE001  (a changed internal: the public function serves)
-        return None
-    return count if agrees else None
-
-
-_count = None  #: the layer's count once looked up (False: not available)
-
-
-def num_threads() -> int:
-    """``numba.get_num_threads()``, the same number, faster (see :func:`_layer_count`)."""
-    global _count
-    count = _count
-    if count is None:
-        count = _count = _layer_count() or False
-    return count() if count else numba.get_num_threads()
-
+from .jit.wrappers import num_threads
 
 #: calls before the loop not chosen is probed again: FIRST_WAIT, doubled after
 #: every probe it loses, at most LONGEST_WAIT ...

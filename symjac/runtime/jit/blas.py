@@ -40,8 +40,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..loops import num_threads
 from . import cache
+from .wrappers import num_threads
 
 #: a product runs on Numba's threads when its result has at least MIN_ROWS rows per thread ...
 MIN_ROWS = 64

@@ -139,6 +139,38 @@ def native_range(typingctx, inputs, outputs, start, stop, symbol):
     return types.void(inputs, outputs, start, stop, symbol), _body_codegen(symbol.literal_value, 2)
 
 
+def _layer_count():
+    """Numba's own count of the calling thread's threads, read from its threading layer
+    (``numba.get_num_threads`` without the launch check and its two locks around it: 0.2
+    against 1.9 µs on this host, a few times a call of a fused loop), or None where this
+    Numba has no such function (then :func:`num_threads` calls the public one)."""
+    numba.get_num_threads()  # (starts the threading layer: the count is its)
+    try:
+        from numba.np.ufunc import parallel
+    except ImportError:
+        return None
+    count = getattr(parallel, "_get_num_threads", None)
+    if not callable(count):
+        return None
+    try:
+        agrees = count() == numba.get_num_threads()
+    except Exception:  # noqa: BLE001  (a changed internal: the public function serves)
+        return None
+    return count if agrees else None
+
+
+_count = None  #: the layer's count once looked up (False: not available)
+
+
+def num_threads() -> int:
+    """``numba.get_num_threads()``, the same number, faster (see :func:`_layer_count`)."""
+    global _count
+    count = _count
+    if count is None:
+        count = _count = _layer_count() or False
+    return count() if count else numba.get_num_threads()
+
+
 @intrinsic
 def thread_count(typingctx):
     """``thread_count()``: ``numba.get_num_threads()`` for the calling thread, read
