@@ -97,10 +97,10 @@ import test_program_ops as t
 out = {}
 for name, fn, x in t.ORACLE:
     a = jnp.asarray(x)
-    value = np.asarray(fn(jnp, jsig, a))
-    jac = np.asarray(jax.jacfwd(lambda v: fn(jnp, jsig, v))(a))
+    value = np.asarray(jax.jit(lambda v: fn(jnp, jsig, v))(a))
+    jac = np.asarray(jax.jit(jax.jacfwd(lambda v: fn(jnp, jsig, v)))(a))
     scalar = t._scalar(fn, name, value.shape)
-    hess = np.asarray(jax.hessian(lambda v: scalar(jnp, jsig, v))(a)) if name in t.HESSIANS else None
+    hess = np.asarray(jax.jit(jax.hessian(lambda v: scalar(jnp, jsig, v)))(a)) if name in t.HESSIANS else None
     out[name] = (value, jac, hess)
 sys.stdout.buffer.write(pickle.dumps(out))
 """
@@ -109,7 +109,8 @@ sys.stdout.buffer.write(pickle.dumps(out))
 @pytest.fixture(scope="module")
 def jax_results():
     """JAX's values, Jacobians and Hessians of the ORACLE functions, computed in a child
-    process: JAX's threads must not live in the test process, which forks."""
+    process: JAX's threads must not live in the test process, which forks.  Each under
+    ``jax.jit`` (one compile a function: 11 s for them all; op by op, 40 s of the CI run)."""
     import importlib.util
     import pickle
 
