@@ -756,3 +756,24 @@ def test_a_narrow_transposed_right_operand_is_copied_into_c_order(monkeypatch):
         (got,) = tensor_eval.Plan([mapped], 2, np.float64).run([Qv, Xv])
         assert laid_out == [(1, 0, 2)]  # (the batched product's axes, 'adb', as the output's 'dab')
         np.testing.assert_allclose(got, np.einsum("abc,dac->dab", Qv, Xv) ** 2, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mid, shape", [((3, 1), (3, 4)), ((1, 4), (5, 4)), ((1,), (7,)), ((2, 1, 3), (2, 5, 3)),
+                                        ((1, 1), (2, 2)), ((), ()), ((4, 1, 1), (4, 2, 3)), ((0, 1), (0, 3))])
+def test_a_spread_is_numpys_broadcast_read_only(mid, shape):
+    """``tensor_eval._spread`` (an einsum's broadcast letters, made as a zero-stride view):
+    NumPy's ``broadcast_to``, from C-ordered, strided, scalar and empty operands."""
+    from symjac.runtime.tensor_eval import _spread
+
+    rng = np.random.default_rng(len(mid) + len(shape))
+    x = rng.normal(size=tuple(m for m in mid if m != 1))
+    operands = [x, np.float64(2.5) if x.ndim == 0 else x]
+    if x.ndim == 2:
+        operands.append(np.asfortranarray(x))
+    if x.ndim >= 1 and x.size:
+        operands.append(np.repeat(x, 2, axis=-1)[..., ::2])  # (a strided view)
+    for operand in operands:
+        want = np.broadcast_to(np.asarray(operand).reshape(mid), shape)
+        got = _spread(operand, mid, shape)
+        assert got.shape == want.shape and got.dtype == want.dtype and not got.flags.writeable
+        np.testing.assert_array_equal(got, want)

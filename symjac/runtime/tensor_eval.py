@@ -272,6 +272,23 @@ def _straight_line(steps: list, root: int, final_ufunc: bool, shape):
 # ----- products ---------------------------------------------------------------------------------
 
 
+def _spread(x, mid: tuple, shape: tuple) -> np.ndarray:
+    """``np.broadcast_to(x.reshape(mid), shape)`` (``mid``: ``shape`` with 1 on the axes
+    ``x`` is repeated along), read-only: for a C-contiguous ``x`` made directly as a view
+    with zero strides (2.5 µs; ``np.broadcast_to`` took 6 on this host, a few times a call
+    of a GMM gradient)."""
+    y = np.asarray(x).reshape(mid)
+    if not y.flags.c_contiguous or y.size == 0:
+        return np.broadcast_to(y, shape)
+    strides, step = [], y.itemsize
+    for m in reversed(mid):
+        strides.append(step if m != 1 else 0)
+        step *= m
+    view = np.ndarray(shape, y.dtype, y, 0, tuple(reversed(strides)))
+    view.flags.writeable = False
+    return view
+
+
 def _compose(*fns):
     """``fns`` applied in order (None entries are no-ops); None if all are."""
     fns = [f for f in fns if f is not None]
@@ -366,7 +383,7 @@ def _unary_plan(sub: str, out: str, sizes: dict):
     spread = None
     if present != unique:
         mid = tuple(sizes[c] if c in present else 1 for c in unique)
-        spread = lambda x: np.broadcast_to(x.reshape(mid), ushape)  # noqa: E731
+        spread = lambda x: _spread(x, mid, ushape)  # noqa: E731
     place = None
     if placed:
         diag = f"{out}->{unique}"
