@@ -184,16 +184,16 @@ class FusedMap:
         compile mode), in the background once a program using it has run
         :data:`START_AFTER` times (``runs``), or not at all (the ``"never"``
         mode; asked again on a later run)."""
-        mode = _config.compile_mode()
         if self.state == "started" and wait:  # building in the background: wait for it
             _jobs.wait_all()
             return
-        if self.state != "new" or mode == "never":
+        if self.state != "new":
             return
-        if wait or mode == "sync":
+        when = start_when(wait, runs)
+        if when == "now":
             self.state = "started"
             self._build()
-        elif runs >= START_AFTER:
+        elif when == "background":
             self.state = "started"
             _jobs.submit(self._build)
 
@@ -207,6 +207,18 @@ class FusedMap:
             self.batch = batch
         batch.load_kernel()
         self.state = "ready" if batch.kernel is not None else "none"
+
+
+def start_when(wait: bool, runs: int) -> str | None:
+    """When a plan's compiled loop (or its threaded products) starts: ``"now"`` (``wait``:
+    ``T.compile``, or the ``"sync"`` compile mode), ``"background"`` (once a program using it
+    has run :data:`START_AFTER` times), or None (not yet, or never: the ``"never"`` mode)."""
+    mode = _config.compile_mode()
+    if mode == "never":
+        return None
+    if wait or mode == "sync":
+        return "now"
+    return "background" if runs >= START_AFTER else None
 
 
 def _taken(x, dtype) -> np.ndarray:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from .. import _config
 from .._errors import ArgumentError
 from ..backend import ssa as _program
 from ..ir import graph as g
@@ -1146,13 +1145,9 @@ class _ThreadedProducts:
     def start(self, wait: bool, runs: int = 0) -> None:
         from . import fused
 
-        mode = _config.compile_mode()
-        if mode == "never":
-            return
-        if wait or mode == "sync":
-            _blas.start(self.dtype, True)
-        elif runs >= fused.START_AFTER:
-            _blas.start(self.dtype, False)
+        when = fused.start_when(wait, runs)
+        if when is not None:
+            _blas.start(self.dtype, when == "now")
 
 
 def _block_plan(outputs: Sequence[t.Node], n_leaves: int, dtype) -> Plan:
