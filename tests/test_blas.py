@@ -315,3 +315,49 @@ def test_a_result_sharing_memory_with_an_operand_is_numpys(threaded):
     want = a @ b
     np.testing.assert_allclose(blas.matmul(a, b, a), want, rtol=1e-13)  # (NumPy copies a first)
     assert threaded == []
+
+
+def test_products_on_several_threads_each_run_with_one_blas_thread(monkeypatch):
+    """The BLAS thread count is the process's: a small product sets it to 1 and puts it back
+    under a lock.  Without the lock, one thread put it back to 2 while another's product ran
+    (that product then woke BLAS's threads); and the count is as it was afterwards."""
+    import threading
+    import types
+
+    lib = blas.library()
+    seen: list = []
+
+    def matmul(a, b, out=None):
+        seen.append(lib.get_threads())
+        return np.matmul(a, b, out=out)
+
+    class Numpy(types.SimpleNamespace):  # (NumPy, with its matmul watched)
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+    monkeypatch.setattr(blas, "np", Numpy(matmul=matmul))
+    before = lib.get_threads()
+    lib.set_threads(2)
+    try:
+        a, b = RNG.normal(size=(25, 1000)), RNG.normal(size=(1000, 40))
+        assert blas.kind(a.shape, b.shape) == "alone"
+        want = a @ b
+        failed: list = []
+
+        def work():
+            try:
+                for _ in range(200):
+                    np.testing.assert_allclose(blas.matmul(a, b, None, "alone"), want, rtol=1e-13)
+            except BaseException as exc:  # (raised on the test's thread)
+                failed.append(exc)
+
+        workers = [threading.Thread(target=work) for _ in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert not failed, failed[0]
+        assert len(seen) == 800 and set(seen) == {1}, sorted(set(seen))
+        assert lib.get_threads() == 2
+    finally:
+        lib.set_threads(before)
