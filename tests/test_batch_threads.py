@@ -224,3 +224,16 @@ def test_the_fast_thread_count_is_numbas_own():
     finally:
         numba.set_num_threads(was)
     assert wrappers.num_threads() == was
+    # the count is the calling thread's: another thread's setting leaves this one's as it is
+    seen: list = []
+
+    def other():
+        numba.set_num_threads(1)
+        seen.append((wrappers.num_threads(), numba.get_num_threads()))
+
+    import threading
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert seen == [(1, 1)] and wrappers.num_threads() == numba.get_num_threads() == was

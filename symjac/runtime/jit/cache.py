@@ -192,8 +192,8 @@ def load_function(path: Path, name: str, regenerate):
             module = types.ModuleType(module_name)
             module.__file__ = str(path)
             code = compile(text, str(path), "exec")
+            _executing.add(module_name)  # (first: a fork between the two finds it in the set)
             sys.modules[module_name] = module
-            _executing.add(module_name)
             try:
                 exec(code, module.__dict__)
                 numba_cache.install(module)
