@@ -127,10 +127,9 @@ def test_where_a_chain_is_not_formed(small_chains, monkeypatch):
     assert chains.find(t.topo_order([J]), [J]) == []
 
 
-def test_an_element_function_joins_a_chain_and_a_transposed_result_is_laid_out(small_chains):
-    """A map between the products (broadcast along the samples by a row of constants), and a
-    last product whose result BLAS gives transposed: written into the block's rows in order."""
-    S, w = 120, 7
+def _mapped_chain(S, w):
+    """``((x W) * b + 1) Vᵀ`` over S samples: a map between two products, the last one's
+    result transposed as BLAS gives it; the nodes ``(z, h, y)``, its inputs, and its value."""
     with t.building():
         x = t.input_(0, "x", (S, w), np.float64)
         W = t.input_(1, "W", (w, 3 * w), np.float64)
@@ -139,12 +138,17 @@ def test_an_element_function_joins_a_chain_and_a_transposed_result_is_laid_out(s
         z = t.einsum([x, W], ["ab", "bc"], "ac")
         h = t.apply(lambda p, q: p * q + 1, [z, b], np.float64)
         y = t.einsum([h, V], ["ab", "cb"], "ac")
+    xs = [RNG.normal(size=(S, w)), RNG.normal(size=(w, 3 * w)), RNG.normal(size=3 * w), RNG.normal(size=(4, 3 * w))]
+    return (z, h, y), xs, ((xs[0] @ xs[1]) * xs[2] + 1) @ xs[3].T
+
+
+def test_an_element_function_joins_a_chain_and_a_transposed_result_is_laid_out(small_chains):
+    """A map between the products (broadcast along the samples by a row of constants), and a
+    last product whose result BLAS gives transposed: written into the block's rows in order."""
+    (z, h, y), xs, want = _mapped_chain(120, 7)
     found = chains.find(t.topo_order([y]), [y])
     assert [c.members for c in found] == [[z, h, y]]
-    X, Wv, bv, Vv = RNG.normal(size=(S, w)), RNG.normal(size=(w, 3 * w)), RNG.normal(size=3 * w), RNG.normal(
-        size=(4, 3 * w))
-    want = ((X @ Wv) * bv + 1) @ Vv.T
-    got = tensor_eval.Plan([y], 4, np.float64).run([X, Wv, bv, Vv])[0]
+    got = tensor_eval.Plan([y], 4, np.float64).run(xs)[0]
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
@@ -217,24 +221,13 @@ def test_without_numpys_openblas_the_blocks_run_on_the_calling_thread(small_chai
 _FORKED = """
 import os, sys, time
 import numpy as np
-from symjac.ir import tensor as t
 from symjac.runtime import chains, tensor_eval
+from test_chains import _mapped_chain
 
 chains.MIN_INTERMEDIATE, chains.MIN_MEMBER, chains.BLOCK_ENTRIES = 1000, 100, 700
-S, w = 300, 7
-with t.building():
-    x = t.input_(0, "x", (S, w), np.float64)
-    W = t.input_(1, "W", (w, 3 * w), np.float64)
-    b = t.input_(2, "b", (3 * w,), np.float64)
-    V = t.input_(3, "V", (4, 3 * w), np.float64)
-    z = t.einsum([x, W], ["ab", "bc"], "ac")
-    h = t.apply(lambda p, q: p * q + 1, [z, b], np.float64)
-    y = t.einsum([h, V], ["ab", "cb"], "ac")
+(_, _, y), xs, want = _mapped_chain(300, 7)
 plan = tensor_eval.Plan([y], 4, np.float64)
 (chain,) = list(chains._live)
-rng = np.random.default_rng(1)
-xs = [rng.normal(size=(S, w)), rng.normal(size=(w, 3 * w)), rng.normal(size=3 * w), rng.normal(size=(4, 3 * w))]
-want = ((xs[0] @ xs[1]) * xs[2] + 1) @ xs[3].T
 with chain._lock:  # (as a thread making a block's plan holds it at the fork)
     pid = os.fork()
     if pid == 0:
@@ -254,5 +247,7 @@ while True:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_a_chain_lock_is_held_runs_the_chain():
-    run = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=300)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
