@@ -761,9 +761,9 @@ def test_a_narrow_transposed_right_operand_is_copied_into_c_order(monkeypatch):
 @pytest.mark.parametrize("mid, shape", [((3, 1), (3, 4)), ((1, 4), (5, 4)), ((1,), (7,)), ((2, 1, 3), (2, 5, 3)),
                                         ((1, 1), (2, 2)), ((), ()), ((4, 1, 1), (4, 2, 3)), ((0, 1), (0, 3))])
 def test_a_spread_is_numpys_broadcast_read_only(mid, shape):
-    """``tensor_eval._spread`` (an einsum's broadcast letters, made as a zero-stride view):
+    """``tensor_eval._spreader`` (an einsum's broadcast letters, made as a zero-stride view):
     NumPy's ``broadcast_to``, from C-ordered, strided, scalar and empty operands."""
-    from symjac.runtime.tensor_eval import _spread
+    from symjac.runtime.tensor_eval import _spreader
 
     rng = np.random.default_rng(len(mid) + len(shape))
     x = rng.normal(size=tuple(m for m in mid if m != 1))
@@ -774,6 +774,6 @@ def test_a_spread_is_numpys_broadcast_read_only(mid, shape):
         operands.append(np.repeat(x, 2, axis=-1)[..., ::2])  # (a strided view)
     for operand in operands:
         want = np.broadcast_to(np.asarray(operand).reshape(mid), shape)
-        got = _spread(operand, mid, shape)
+        got = _spreader(mid, shape)(operand)
         assert got.shape == want.shape and got.dtype == want.dtype and not got.flags.writeable
         np.testing.assert_array_equal(got, want)

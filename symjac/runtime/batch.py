@@ -19,7 +19,6 @@ from . import memory
 from .jit import cache as _cache
 from .jit import jobs as _jobs
 from .jit import native, wrappers
-from .jit.wrappers import num_threads
 from .kernel import Kernel
 from .loops import Loops
 from .program import Compiled, check_integers
@@ -233,7 +232,7 @@ class BatchProgram(Kernel):
         if threaded:
             self._loops.run(n, kernel, threaded, *args)
             return
-        if threaded is None and num_threads() > 1:
+        if threaded is None and wrappers.num_threads() > 1:
             self._want_threads()
         kernel(*args)
 
@@ -250,7 +249,7 @@ class BatchProgram(Kernel):
         shared = np.concatenate(shared_parts) if shared_parts else np.zeros(1, self.compiled.dtype)
         buf = np.zeros((n, self.compiled.out_offsets.total), dtype=self.compiled.dtype)
         args = (np.ascontiguousarray(batched), shared, buf)
-        if self._parallel(n) and num_threads() > 1:
+        if self._parallel(n) and wrappers.num_threads() > 1:
             self._tape_loops.run(n, self._tape_serial, self._tape_parallel, *args)
         else:
             self._tape_serial(*args)

@@ -271,21 +271,26 @@ def _straight_line(steps: list, root: int, final_ufunc: bool, shape):
 # ----- products ---------------------------------------------------------------------------------
 
 
-def _spread(x, mid: tuple, shape: tuple) -> np.ndarray:
-    """``np.broadcast_to(x.reshape(mid), shape)`` (``mid``: ``shape`` with 1 on the axes
-    ``x`` is repeated along), read-only: for a C-contiguous ``x`` made directly as a view
-    with zero strides (2.5 µs; ``np.broadcast_to`` took 6 on this host, a few times a call
-    of a GMM gradient)."""
-    y = np.asarray(x).reshape(mid)
-    if not y.flags.c_contiguous or y.size == 0:
-        return np.broadcast_to(y, shape)
-    strides, step = [], y.itemsize
+def _spreader(mid: tuple, shape: tuple):
+    """``spread(x) = np.broadcast_to(x.reshape(mid), shape)`` (``mid``: ``shape`` with 1 on the
+    axes ``x`` is repeated along), read-only: for a C-contiguous ``x`` made directly as a view
+    with zero strides (2.5 µs; ``np.broadcast_to`` took 6 on this host, a few times a call of a
+    GMM gradient).  The strides in entries are worked out here, once."""
+    units, step = [], 1
     for m in reversed(mid):
-        strides.append(step if m != 1 else 0)
+        units.append(step if m != 1 else 0)
         step *= m
-    view = np.ndarray(shape, y.dtype, y, 0, tuple(reversed(strides)))
-    view.flags.writeable = False
-    return view
+    units.reverse()
+
+    def spread(x) -> np.ndarray:
+        y = np.asarray(x).reshape(mid)
+        if not y.flags.c_contiguous or y.size == 0:
+            return np.broadcast_to(y, shape)
+        item = y.itemsize
+        view = np.ndarray(shape, y.dtype, y, 0, tuple(u * item for u in units))
+        view.flags.writeable = False
+        return view
+    return spread
 
 
 def _compose(*fns):
@@ -382,7 +387,7 @@ def _unary_plan(sub: str, out: str, sizes: dict):
     spread = None
     if present != unique:
         mid = tuple(sizes[c] if c in present else 1 for c in unique)
-        spread = lambda x: _spread(x, mid, ushape)  # noqa: E731
+        spread = _spreader(mid, ushape)
     place = None
     if placed:
         diag = f"{out}->{unique}"
