@@ -228,3 +228,113 @@ def test_a_two_array_function_and_the_last2_entry_going_with_its_program(full_ca
         assert len(full_calls) == 2
         sj.clear_caches()
         assert f.request.table.last2 is None
+
+
+# ----- array-tier programs (``TensorProgram.run_one`` / ``run_two``) -----
+
+LAYER = {"W": np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]]), "b": np.array([0.1, -0.2])}
+
+
+def layer(x):
+    return np.tanh(LAYER["W"] @ x + LAYER["b"])
+
+
+def layer_jacobian(x):
+    return (1 - np.tanh(LAYER["W"] @ x + LAYER["b"]) ** 2)[:, None] * LAYER["W"]
+
+
+@pytest.fixture()
+def saved_layer():
+    saved = dict(LAYER)
+    yield
+    LAYER.clear()
+    LAYER.update(saved)
+
+
+def test_an_array_program_with_weights_is_served_by_the_shortcut(full_calls, saved_layer):
+    with sj.using_tier("array"):
+        J = sj.jacobian(layer)
+        first = J(X)
+        assert J.info(X).tier == "array" and J.request.table.last is not None
+        y = X * 1.5
+        again = J(y)
+        assert len(full_calls) == 1, "a call like the last one took the full path"
+        np.testing.assert_array_equal(again, dispatch.call(J.request, (y,)))
+        np.testing.assert_allclose(again, layer_jacobian(y), rtol=1e-14)
+        assert again is not J(y) and not np.shares_memory(again, first)
+        LAYER["W"][0, 0] = 3.0  # trained in place: the shortcut reads the weights again
+        np.testing.assert_allclose(J(y), layer_jacobian(y), rtol=1e-14)
+        assert len(full_calls) == 2  # (the one above, to compare)
+        LAYER["W"] = np.ones((4, 3))  # another shape: the program no longer fits, so the full path builds again
+        LAYER["b"] = np.zeros(4)
+        np.testing.assert_allclose(J(y), layer_jacobian(y), rtol=1e-14)
+        assert len(full_calls) == 3
+
+
+def test_a_retired_array_program_is_not_served(full_calls, saved_layer):
+    with sj.using_tier("array"):
+        J = sj.jacobian(layer)
+        first = J(X)
+        program = J.request.table.last[2]
+        assert program.tier == "array"
+        program.retire()
+        assert program.run_one(X) is None
+        np.testing.assert_array_equal(J(X), first)
+        assert len(full_calls) == 2
+
+
+W32 = np.array([0.5, -1.5, 2.0], dtype=np.float32)
+
+
+@pytest.mark.parametrize("make, args", [
+    (lambda: sj.grad(lambda x: (np.sum(np.tanh(x) ** 2), x[0]), has_aux=True), (X,)),  # a tuple with aux
+    (lambda: sj.jacobian(lambda x: {"y": np.sin(x)}), (X,)),  # a dict
+    (lambda: sj.value_and_grad(lambda x: np.sum(np.tanh(x) ** 2)), (X,)),  # the value too
+    (lambda: sj.grad(lambda x: np.sum(np.sin(x) * W32)), (X,)),  # reads float32 weights, computes in float64
+    (lambda: sj.grad(lambda x, k: np.sum(np.sin(x) * x[k])), (X, np.array([2, 0, 1]))),  # an integer array
+], ids=["aux", "dict", "value", "float32-weights", "labels"])
+def test_array_programs_the_shortcut_cannot_serve_take_the_full_path(full_calls, make, args):
+    with sj.using_tier("array"):
+        f = make()
+        first = f(*args)
+        assert f.info(*args).tier == "array"
+        assert f.request.table.last is None and f.request.table.last2 is None
+        again = f(*args)
+    assert len(full_calls) == 2
+    for a, b in zip(np.atleast_1d(first) if not isinstance(first, (tuple, dict)) else
+                    (first.values() if isinstance(first, dict) else first),
+                    np.atleast_1d(again) if not isinstance(again, (tuple, dict)) else
+                    (again.values() if isinstance(again, dict) else again), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_array_programs_product_is_served_by_the_two_array_shortcut(full_calls, saved_layer):
+    with sj.using_tier("array"):
+        Jv = sj.jvp(layer)
+        v = np.array([1.0, -2.0, 0.5])
+        Jv(X, v)
+        assert Jv.request.table.last2 is not None
+        y = X[::-1].copy()
+        got = Jv(y, v)
+        assert len(full_calls) == 1
+        np.testing.assert_allclose(got, layer_jacobian(y) @ v, rtol=1e-14)
+        np.testing.assert_array_equal(got, dispatch.call(Jv.request, (y, v)))
+
+
+def test_an_array_programs_gradient_per_argument_is_served_by_the_shortcut(full_calls):
+    """grad(argnums=(0, 1)) of an RNN-like loss: a tuple of two arrays, as the full path gives it."""
+    with sj.using_tier("array"):
+        g = sj.grad(lambda W, x: np.sum(np.tanh(W @ np.tanh(W @ x)) ** 2), argnums=(0, 1))
+        W = LAYER["W"][:, :2].copy()
+        x = np.array([0.3, -0.7])
+        g(W, x)
+        W2, x2 = W * 1.5, x[::-1].copy()
+        got = g(W2, x2)
+        assert len(full_calls) == 1
+        want = dispatch.call(g.request, (W2, x2))
+        assert type(got) is type(want) is tuple and len(got) == 2
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+        with sj.using_tier("scalar"):
+            for a, b in zip(got, sj.grad(g.__wrapped__, argnums=(0, 1))(W2, x2), strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)

@@ -2,10 +2,13 @@
 inf, nan, -0.0, overflow and subnormal inputs and constants (issue 12, W3),
 on the tape and in the compiled kernel."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 import symjac as sj
+from symjac.runtime import tensor_eval
 
 SPECIAL = np.array([1.5, -2.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, 2.2e-308, 0.3])
 
@@ -109,3 +112,27 @@ def test_power_one_half_is_numpys_sqrt(tier):
         for f in (lambda x: x ** 0.5, lambda x: np.power(x, 0.5), lambda x: np.power(x, 1.5) * x ** -0.5):
             got, want = sj.jit(f)(x), f(x)
             assert got.tobytes() == want.tobytes(), (got, want)
+
+
+@pytest.mark.parametrize("tier", ["scalar", "array", "array-np.errstate"])
+def test_special_values_neither_raise_nor_warn_and_the_callers_error_state_stays(tier, monkeypatch):
+    """A derivative whose values overflow or divide by zero returns inf and NaN as NumPy
+    computes them, under the caller's ``np.errstate(all="raise")`` and with warnings
+    as errors, and leaves that state as it found it (the array tier sets NumPy's
+    error state around its steps itself; "array-np.errstate": through ``np.errstate``,
+    as it does with a NumPy that keeps that state elsewhere)."""
+    if tier == "array-np.errstate":
+        monkeypatch.setattr(tensor_eval, "_ERRORS", None)
+        tier = "array"
+    f = sj.jacobian(lambda x: np.exp(x) / x + np.log(x))
+    x = np.array([0.0, 800.0, -1.0, 2.0])
+    with np.errstate(all="ignore"):
+        want = np.diag(np.exp(x) / x - np.exp(x) / x ** 2 + 1.0 / x)
+    with sj.using_tier(tier), np.errstate(all="raise", under="warn"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):  # (the general path, then the shortcut)
+            got = f(x)
+            assert f.info(x).tier in (("array",) if tier == "array" else ("kernel", "tape"))
+            _same(np.diagonal(got), np.diagonal(want))
+            assert np.geterr() == {"divide": "raise", "over": "raise", "under": "warn", "invalid": "raise"}
+    assert np.geterr()["over"] == "warn"

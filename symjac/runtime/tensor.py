@@ -32,6 +32,7 @@ from .kernel import KernelInfo
 from .leaves import call_arguments
 from .request import Request
 from .stats import STATS
+from .store import clock
 
 
 def build(request: Request, args: Sequence, positions, names, specs, shape_of_args, dtype, values: bool = False,
@@ -164,11 +165,60 @@ class TensorProgram(_NothingToCompile):
             results.append(out[()] if not batch and out.ndim == 0 else out)
         return results
 
+    # -- the shortcut (``Transform.__call__``: the table's ``last``/``last2`` entry) --
+
+    def _shortcut(self, n: int) -> bool:
+        """True if calls with ``n`` arrays in the program's dtype can skip the general
+        path: the leaves are those arrays as they are and then the arrays the function
+        reads (each already in the dtype the plan takes), and the result is what the
+        transform returns as it is: arrays, in a tuple per differentiated argument or
+        not, no container or auxiliary output to rebuild (``Transform.__call__``; a
+        10-step MLP Jacobian: ~20 µs around a 30 µs plan on the general path)."""
+        spec = self.request.products[0]
+        if self.retired or spec.has_aux or spec.with_value or self.request.container_outputs:
+            return False
+        if self.aux_structure is not None or self.out_structure is not None:
+            return False
+        n_reads = 0 if self.reads is None else self.reads.n
+        if self.leaves != [(i, None) for i in range(n + n_reads)]:
+            return False
+        return all(s.dtype == self.dtype or s.dtype.kind in "iub" for s in self.specs[n:])
+
     def serves_one(self, a) -> bool:
-        return False
+        return type(a) is np.ndarray and a.dtype == self.dtype and self._shortcut(1)
 
     def serves_two(self, a, b) -> bool:
-        return False
+        return (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == self.dtype and b.dtype == self.dtype
+                and self._shortcut(2))
+
+    def run_one(self, a: np.ndarray):
+        """``self((a,))`` for an array of the shape and dtype the program was built for
+        (:meth:`serves_one`; the caller compared them), or None when the general path
+        must serve it (the program was retired, or what it reads no longer fits)."""
+        return self._run_arrays([a])
+
+    def run_two(self, a: np.ndarray, b: np.ndarray):
+        """:meth:`run_one` for two arrays (:meth:`serves_two`): ``jvp(x, v)``, ``vjp(x, u)``."""
+        return self._run_arrays([a, b])
+
+    def _run_arrays(self, leaves: list):
+        if self.retired:
+            return None
+        if self.reads is not None:
+            extra = self.reads(self.request.root)
+            if extra is None:  # (the general path drops the program and builds it again)
+                return None
+            leaves += extra
+        STATS.hits += 1
+        STATS.array_calls += 1
+        self.last_used = next(clock)
+        outs = self.plan.run(leaves)
+        if self.template is not None:
+            return templates.fill(self.template, iter(self.shaped(outs)))
+        out = outs[0]  # (one array: shaped's steps, written out)
+        if out.dtype != self.out_dtypes[0]:
+            out = out.astype(self.out_dtypes[0])
+        return out[()] if out.ndim == 0 else out
 
     def load_kernel(self) -> None:
         """Build and compile the compiled loops of the program's element
