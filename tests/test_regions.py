@@ -454,3 +454,87 @@ def test_a_pinns_tangents_at_width_64_join_a_region():
         got_out, got_jh = plan.run([D, JZ])
         np.testing.assert_allclose(got_jh, JH, rtol=1e-13, atol=1e-13)
         np.testing.assert_allclose(got_out, (JH ** 2).sum(axis=1) * (1 - D), rtol=1e-12, atol=1e-12)
+
+
+# ----- small regions: pieces of tiny arrays as one kernel (``regions.SMALL_SIG``) -----
+
+IDX = np.array([1, 0, 2, 2])  # constant indices, one repeated (its gradient's scatter adds them up)
+
+
+def _packed(p):
+    """Parameters packed and unpacked on arrays of a few entries (a GMM's, an optimiser's):
+    slices, a gather by constant indices, sums and element functions; its gradient scatters
+    and embeds."""
+    a, b = p[:3], p[3:]
+    L = np.concatenate([np.zeros(1), b])[IDX]
+    q = np.exp(a) * L[:3] + np.sum(a ** 2) - L[3]
+    return np.sum(np.log1p(q ** 2)) + 0.5 * np.sum(b ** 2) - np.sum(a)
+
+
+def test_small_pieces_run_as_one_kernel_with_numpys_values(ran):
+    p = RNG.normal(size=6)
+    for transform in (sj.jit(_packed), sj.grad(_packed), sj.hessian(_packed)):
+        with sj.using_tier("array"), sj.compiling("never"):
+            want = transform(p)
+        with sj.using_tier("array"), sj.compiling("sync"):
+            got = [transform(p) for _ in range(8)]
+        for g_ in got:
+            np.testing.assert_allclose(g_, want, rtol=1e-13, atol=1e-14)
+    small = [r for r in ran if r.sig == regions.SMALL_SIG]
+    assert small, "no small region's kernel served"
+    assert {"gather", "scatter", "embed"} <= {m.op for r in small for m in r.members}
+    assert all(max(m.size for m in r.members) <= regions.SMALL for r in small)
+
+
+def test_small_regions_keep_numpys_special_values(ran):
+    """inf, NaN and signed zeros through a small region's kernel as through NumPy's steps."""
+    def f(p):
+        q = np.log(p[:4]) * p[4:] + np.sqrt(p[:4])
+        return np.concatenate([q / p[4:], np.exp(q) - 1.0, p[:4] / 0.0])
+
+    p = np.array([1.5, -1.0, 0.0, np.inf, np.nan, 2.0, -0.0, 1e308])
+    with sj.using_tier("array"), sj.compiling("never"):
+        want = sj.jit(f)(p)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [sj.jit(f)(p) for _ in range(8)]
+    assert any(r.sig == regions.SMALL_SIG for r in ran)
+    for g_ in got:
+        np.testing.assert_array_equal(np.isnan(g_), np.isnan(want))
+        np.testing.assert_array_equal(g_[~np.isnan(want)], want[~np.isnan(want)])
+
+
+def test_small_regions_take_gathers_by_constant_indices_within_bounds_only():
+    with t.building():
+        x = t.input_(0, "x", (3,), np.float64)
+        y = t.apply(lambda a: a * a + 1, [x], np.float64)
+        inside = t.gather(y, [t.const(np.array([2, -3, 0]))], 0)
+        outside = t.gather(y, [t.const(np.array([0, 3]))], 0)
+        given = t.gather(y, [t.input_(1, "k", (2,), np.int64)], 0)  # (indices known only at run time)
+    assert regions.roles(inside, regions.SMALL_SIG) is not None
+    assert regions.roles(outside, regions.SMALL_SIG) is None
+    assert regions.roles(given, regions.SMALL_SIG) is None
+
+
+def test_small_regions_merge_where_they_stay_convex():
+    """A step reading two small regions merges them into one; one that reads a value outside
+    (a product over large arrays) that depends on a region cannot take that region in."""
+    with t.building():
+        x = t.input_(0, "x", (4,), np.float64)
+        big = t.input_(1, "X", (1000, 4), np.float64)
+        a1 = t.apply(lambda a: a * a + 1, [x], np.float64)
+        a2 = t.apply(lambda a: a - 3, [a1], np.float64)
+        b1 = t.apply(lambda a: 2 * a - 1, [x], np.float64)
+        b2 = t.apply(lambda a: a * a, [b1], np.float64)
+        both = t.apply(lambda a, b: a * b, [a2, b2], np.float64)
+        via = t.einsum([big, t.apply(lambda a: a / 2, [both], np.float64)], ["ab", "b"], "a")  # (1000,)
+        back = t.einsum([big, via], ["ab", "a"], "b")  # (4,): over the rows, depends on the region
+        last = t.apply(lambda a, b: a + b, [both, back], np.float64)
+        last2 = t.apply(lambda a: a * 3, [last], np.float64)
+        order = t.topo_order([last2])
+        found = regions.find(order, [last2], np.float64)
+    owner = {m: k for k, r in enumerate(found) for m in r.members}
+    assert owner.get(a1) == owner.get(a2) == owner.get(b1) == owner.get(b2) == owner.get(both) is not None
+    assert owner.get(last) != owner.get(both)
+    for r in found:
+        for a in {a for a, *_ in r.inputs}:  # no input of a region depends on the region
+            assert not set(t.topo_order([a])) & set(r.members)

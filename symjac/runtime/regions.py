@@ -14,6 +14,12 @@ scalar-tier batch kernel over the samples whose per-sample program is the
 region's nodes written out entry by entry (``fused.py``'s loops are the
 one-node case), run once per index of ``P``.
 
+A *small* region (signature :data:`SMALL_SIG`) has no sample axis: its nodes have at most
+:data:`SMALL` entries each, and its kernel runs them as one sample.  These are the
+pieces where NumPy's steps cost their calls, not their work (a GMM's terms after its
+sums over the points: ~40 steps on arrays of 1 to 10 entries); besides the operations
+above they take gathers, scatters and embeddings whose indices are constants.
+
 The plan (``tensor_eval.Plan``) replaces a region's nodes by one ``region``
 step that computes all of its outputs, and ``pick`` steps that hand out each
 one.  Until the kernel has compiled in the background, and wherever NumPy
@@ -46,6 +52,15 @@ MAX_PRODUCT = 128
 #: a region is built from this many element functions and products (fewer: ``fused.py``'s loops serve)
 MIN_WORK = 2
 
+#: the signature of a *small* region: nodes of at most SMALL entries each (no sample axis), run
+#: as one sample by one kernel.  A GMM's terms after its sums over the points are ~40 NumPy
+#: steps on arrays of 1 to 10 entries, each 2-15 µs whatever its size.
+SMALL_SIG: tuple = ((), ())
+SMALL = 64
+#: ... built from at least this many steps (fewer: their NumPy steps cost about what the
+#: region's kernel call does)
+SMALL_MIN_STEPS = 4
+
 
 @dataclass(frozen=True)
 class Role:
@@ -61,14 +76,14 @@ class Role:
 def signature(n: t.Node) -> tuple | None:
     """``(P, S)``: the batch axes in front (none or one, at most ``fused.MAX_PEELED``
     indices) and the sample axis of a node that may be a member, or None."""
-    if n.dtype.kind != "f" or n.ndim == 0 or n.size == 0:
+    if n.dtype.kind != "f" or n.size == 0:
         return None
     for k in (0, 1):
         if n.ndim <= k or math.prod(n.shape[:k]) > fused.MAX_PEELED:
-            return None
+            break
         if n.shape[k] >= fused.MIN_SAMPLES and math.prod(n.shape[k + 1:]) <= MAX_TRAIL:
             return n.shape[:k], n.shape[k:k + 1]
-    return None
+    return SMALL_SIG if n.size <= SMALL else None
 
 
 def _lead(shape: tuple, sig: tuple) -> tuple[bool, bool] | None:
@@ -91,6 +106,11 @@ def roles(n: t.Node, sig: tuple) -> list[Role] | None:
     where its operation does not work within one sample."""
     p, s = sig
     k = len(p) + len(s)
+    if sig == SMALL_SIG:
+        if any(a.size > SMALL for a in n.args):  # (a small region reads small arrays)
+            return None
+        if n.op in ("gather", "scatter", "embed"):
+            return _placing_roles(n)
     if n.shape[:k] != p + s or any(a.dtype.kind != "f" for a in n.args):
         return None
     if n.op == "map":
@@ -123,6 +143,25 @@ def roles(n: t.Node, sig: tuple) -> list[Role] | None:
     return None
 
 
+def _placing_roles(n: t.Node) -> list[Role] | None:
+    """:func:`roles` of a gather, scatter or embedding in a small region: where its integer
+    indices are constants of the program (they place entries, known one by one)."""
+    if n.op in ("gather", "scatter"):
+        x, idx = n.args[0], n.args[1:]
+        take = n.param if n.op == "gather" else n.param[0]
+        if x.dtype.kind != "f" or not all(i.op == "const" and i.dtype.kind in "iu" for i in idx):
+            return None
+        axes = (x if n.op == "gather" else n).shape[take.axis:take.axis + take.count]
+        if any(v.size and (v.min() < -size or v.max() >= size)
+               for v, size in zip((i.param.value for i in idx), axes, strict=True)):
+            return None  # (out of bounds: NumPy's step says so)
+        return [Role(signature(x) == SMALL_SIG, False, True, x.shape)] + [Role(False, False, True, i.shape)
+                                                                           for i in idx]
+    if n.args[0].dtype.kind != "f":
+        return None
+    return [Role(signature(n.args[0]) == SMALL_SIG, False, True, n.args[0].shape)]  # (embed)
+
+
 def _product_roles(n: t.Node, sig: tuple) -> list[Role] | None:
     ein = n.param
     p, s = sig
@@ -140,7 +179,7 @@ def _product_roles(n: t.Node, sig: tuple) -> list[Role] | None:
         if sub[:len(mine)] != "".join(c for c in sample if c in mine):
             return None  # (sample axes out of order, or after a trailing axis)
         along_p = bool(p) and sample[0] in mine
-        along_s = sample[len(p)] in mine
+        along_s = not s or sample[len(p)] in mine  # (a small region's one sample: every input along it)
         member = along_p == bool(p) and along_s and signature(a) == sig
         out.append(Role(member, along_p, along_s, a.shape[len(mine):]))
     return out
@@ -210,13 +249,16 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node], dtype: np.dtype) ->
     regions = []
     for rid, ms in enumerate(members):
         work = sum(1 for m in ms if m.op in ("map", "einsum"))
-        if work < MIN_WORK or max(m.size for m in ms) < fused.MIN_ENTRIES:
+        if sigs[rid] == SMALL_SIG:
+            if work < MIN_WORK or len(ms) < SMALL_MIN_STEPS:
+                continue
+        elif work < MIN_WORK or max(m.size for m in ms) < fused.MIN_ENTRIES:
             continue
         inside = set(ms)
         inputs: dict = {}
         for m in ms:
             for a, r in zip(m.args, node_roles[m], strict=True):
-                if a in inside or a.op == "fill":
+                if a in inside or a.op == "fill" or a.dtype.kind != "f":  # (integers: constant indices)
                     continue
                 inputs.setdefault((a, r.along_p, r.along_s, r.trail), None)
         outs = [m for m in ms if m in used_outside]
@@ -231,14 +273,19 @@ def _absorb(n: t.Node, rs: list, joined: int, region_of: dict, members: list, si
     anywhere) that the next element function, reading it, can take in."""
     for a, r in zip(n.args, rs, strict=True):
         c = region_of.get(a)
-        if not r.member or c is None or c == joined or sigs[c] != sigs[joined] or members[c] != [a]:
+        if not r.member or c is None or c == joined or sigs[c] != sigs[joined]:
             continue
-        if any(joined in deps[b] for b in a.args):
+        if members[c] != [a] and sigs[c] != SMALL_SIG:  # (small regions merge whole: a GMM's terms)
+            continue
+        if any(joined in deps[b] for m in members[c] for b in m.args if region_of.get(b) != c):
             continue
         if any(c in deps[b] for m in members[joined] for b in m.args if region_of.get(b) != joined):
             continue
-        region_of[a] = joined
-        members[joined].append(a)
+        if any(c in deps[b] for b in n.args if region_of.get(b) not in (joined, c)):
+            continue  # (``n`` reads something outside that depends on ``c``: merged, a cycle)
+        for m in members[c]:
+            region_of[m] = joined
+        members[joined].extend(members[c])
         members[c] = []
         for key, d in deps.items():
             if c in d:
@@ -343,8 +390,12 @@ def per_sample(r: Region) -> tuple[dict, list[np.ndarray], list[int]]:
     def operand(m, a, role: Role) -> np.ndarray:
         if a in E and role.member:
             return E[a]
+        if a in E:  # (a small region's member broadcast by an element function: its entries padded)
+            return E[a].reshape(role.trail)
         if a.op == "fill":
             return _const_entries(a, role.trail)
+        if a.dtype.kind != "f":  # (a constant index of a gather or scatter)
+            return np.asarray(a.param.value).astype(np.intp)
         return by_key[(a, role.along_p, role.along_s, role.trail)]
 
     for m in r.members:
@@ -364,10 +415,38 @@ def per_sample(r: Region) -> tuple[dict, list[np.ndarray], list[int]]:
                                for s, st, c in m.param.axes[k:])]
         elif m.op == "reshape":
             out = ops[0].reshape(trail)
+        elif m.op in ("gather", "scatter", "embed"):
+            out = _placed(m, ops)
         else:  # concat
             out = np.concatenate(ops, axis=m.param - k)
         E[m] = np.asarray(out, dtype=object).reshape(trail)
     return symbols, [E[o] for o in r.outputs], sizes
+
+
+def _placed(m: t.Node, ops: list) -> np.ndarray:
+    """A gather's, scatter's or embedding's entries (a small region's: no sample axes), placed
+    as NumPy's steps place them; a scatter's repeated positions add up."""
+    x = ops[0]
+    if m.op == "embed":
+        win, shape = m.param
+        out = np.empty(shape, dtype=object)
+        out[...] = g.ZERO
+        out[win.key()] = x
+        return out
+    take = m.param if m.op == "gather" else m.param[0]
+    key = (slice(None),) * take.axis + tuple(ops[1:])
+    if m.op == "gather":
+        return x[key]
+    shape = m.param[1]
+    where = np.broadcast_to(np.arange(math.prod(shape)).reshape(shape)[key], x.shape)
+    terms: dict = {}
+    for index in np.ndindex(*x.shape):
+        terms.setdefault(int(where[index]), []).append(x[index])
+    out = np.empty(math.prod(shape), dtype=object)
+    out[...] = g.ZERO
+    for flat, ts in terms.items():
+        out[flat] = g.add(*ts)
+    return out.reshape(shape)
 
 
 def _product(m: t.Node, ops: list, k: int) -> np.ndarray:
@@ -446,23 +525,28 @@ class RegionLoop(fused.FusedMap):
         r, batch = self.region, self.batch
         assert batch is not None
         p, s = r.sig
+        k = len(p) + len(s)
+        s = s or (1,)  # (a small region: one sample)
         dtype = batch.dtype
         shapes = self.layouts
         if not shapes:  # (once, published whole: each input's shape as the kernel reads it, each output's)
             shapes = self.layouts = (
                 [(p if along_p else ()) + (s if along_s else ()) + (math.prod(trail),)
                  for _, along_p, along_s, trail in r.inputs],
-                [(p + s + (max(1, math.prod(o.shape[len(p) + 1:])),), o.shape, full)
+                [(p + s + (max(1, math.prod(o.shape[k:])),), o.shape, full)
                  for o, full in zip(r.outputs, batch.region_full, strict=True)])
         layouts, out_shapes = shapes
         parts = []
         for j, (x, layout) in enumerate(zip(values, layouts, strict=True)):
-            if not (x.flags.writeable and x.flags.c_contiguous and x.dtype == dtype):
+            # (the checks of fused._taken, ~0.3 µs; a NumPy scalar, a reduction's value, converted by
+            # np.array in ~0.4 µs, where np.require took 2.3)
+            if type(x) is not np.ndarray or x.dtype != dtype or not (flags := x.flags).c_contiguous \
+                    or not flags.writeable:
                 ready = self.fixed.get(j) if j in self.constant else None
                 if ready is not None and ready[0] is x:
                     x = ready[1]
                 else:
-                    converted = np.require(x, dtype, ("C", "W"))
+                    converted = np.array(x, dtype=dtype, order="C")
                     if j in self.constant:  # (the same array every call)
                         self.fixed[j] = (x, converted)
                     x = converted

@@ -1457,6 +1457,8 @@ class Plan:
         steps = [(m, self._function(m, fold=True)[0]) for m in r.members]  # (no compiled loops of their own)
         fills = {a: np.broadcast_to(np.full((), a.param[0], dtype=self.dtype), a.shape)
                  for m in r.members for a in m.args if a.op == "fill"}
+        fills.update({a: a.param.value for m in r.members for a in m.args  # (a small region's constant indices)
+                      if a.op == "const" and a.dtype.kind != "f"})
 
         def numpy_pass(xs):
             values = dict(fills)
