@@ -538,3 +538,26 @@ def test_small_regions_merge_where_they_stay_convex():
     for r in found:
         for a in {a for a, *_ in r.inputs}:  # no input of a region depends on the region
             assert not set(t.topo_order([a])) & set(r.members)
+
+
+def test_a_small_regions_max_and_min_are_numpys(ran):
+    """np.max / np.min of small arrays in a small region: NaN wins, as in NumPy's steps."""
+    def f(p):
+        q = np.sin(p) * 2.0
+        m = np.max(q.reshape(2, 3), axis=1)
+        return np.exp(q - np.max(q)) + np.min(q) * np.concatenate([m, m, m])
+
+    for p in (RNG.normal(size=6), np.array([0.5, np.nan, -1.0, 2.0, np.inf, -0.0])):
+        with sj.using_tier("array"), sj.compiling("never"):
+            want = [sj.jit(f)(p), sj.jacobian(f)(p)]
+        with sj.using_tier("array"), sj.compiling("sync"):
+            runs = [[sj.jit(f)(p), sj.jacobian(f)(p)] for _ in range(8)]
+        for got in runs:
+            for g_, w_ in zip(got, want, strict=True):
+                np.testing.assert_array_equal(np.isnan(g_), np.isnan(w_))
+                np.testing.assert_allclose(g_, w_, rtol=1e-13, atol=1e-14)
+    assert any(m.op == "reduce" for r in ran if r.sig == regions.SMALL_SIG for m in r.members)
+    with t.building():
+        x = t.input_(0, "x", (2, 3), np.float64)
+        y = t.reduce_(t.apply(lambda a: a * a, [x], np.float64), "max", (1,))
+    assert regions.roles(y, regions.SMALL_SIG) is not None

@@ -37,6 +37,7 @@ import sympy as sp
 
 from ..backend import ssa as ssa_program
 from ..ir import graph as g
+from ..ir import ops as _ops
 from ..ir import tensor as t
 from . import fused
 from .batch import BatchProgram
@@ -111,6 +112,9 @@ def roles(n: t.Node, sig: tuple) -> list[Role] | None:
             return None
         if n.op in ("gather", "scatter", "embed"):
             return _placing_roles(n)
+        if n.op == "reduce":  # (max and min: a chain of NumPy's maximum or minimum, NaN kept)
+            x = n.args[0]
+            return [Role(signature(x) == SMALL_SIG, False, True, x.shape)] if x.dtype.kind == "f" else None
     if n.shape[:k] != p + s or any(a.dtype.kind != "f" for a in n.args):
         return None
     if n.op == "map":
@@ -222,7 +226,8 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node], dtype: np.dtype) ->
                 cand = region_of.get(a)
                 if not r.member or cand is None or sigs[cand] != sig or cand == joined:
                     continue
-                ok = all((region_of.get(b) == cand and rb.member) or cand not in deps[b]
+                # (a small region's member may be read broadcast too: its entries are there)
+                ok = all((region_of.get(b) == cand and (rb.member or sig == SMALL_SIG)) or cand not in deps[b]
                          for b, rb in zip(n.args, rs, strict=True))
                 if ok:
                     joined = cand
@@ -250,7 +255,7 @@ def find(order: Sequence[t.Node], outputs: Sequence[t.Node], dtype: np.dtype) ->
     for rid, ms in enumerate(members):
         work = sum(1 for m in ms if m.op in ("map", "einsum"))
         if sigs[rid] == SMALL_SIG:
-            if work < MIN_WORK or len(ms) < SMALL_MIN_STEPS:
+            if len(ms) < SMALL_MIN_STEPS or not any(m.op in ("map", "einsum", "reduce") for m in ms):
                 continue
         elif work < MIN_WORK or max(m.size for m in ms) < fused.MIN_ENTRIES:
             continue
@@ -417,6 +422,8 @@ def per_sample(r: Region) -> tuple[dict, list[np.ndarray], list[int]]:
             out = ops[0].reshape(trail)
         elif m.op in ("gather", "scatter", "embed"):
             out = _placed(m, ops)
+        elif m.op == "reduce":
+            out = _reduced(m, ops[0])
         else:  # concat
             out = np.concatenate(ops, axis=m.param - k)
         E[m] = np.asarray(out, dtype=object).reshape(trail)
@@ -447,6 +454,23 @@ def _placed(m: t.Node, ops: list) -> np.ndarray:
     for flat, ts in terms.items():
         out[flat] = g.add(*ts)
     return out.reshape(shape)
+
+
+def _reduced(m: t.Node, x: np.ndarray) -> np.ndarray:
+    """A max or min over axes (a small region's): NumPy's maximum or minimum of the entries
+    in order, as the plan's step for a short axis computes it."""
+    kind, axes = m.param
+    op = _ops.BY_NAME["maximum" if kind == "max" else "minimum"]  # (its node folds constants as NumPy does)
+    kept = [k for k in range(x.ndim) if k not in axes]
+    x = x.transpose(kept + list(axes)).reshape(m.shape + (-1,))
+    out = np.empty(m.shape, dtype=object)
+    for index in np.ndindex(*m.shape):
+        entries = x[index]
+        value = entries[0]
+        for e in entries[1:]:
+            value = op.node(value, e)
+        out[index] = value
+    return out
 
 
 def _product(m: t.Node, ops: list, k: int) -> np.ndarray:
