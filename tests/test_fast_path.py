@@ -338,3 +338,36 @@ def test_an_array_programs_gradient_per_argument_is_served_by_the_shortcut(full_
         with sj.using_tier("scalar"):
             for a, b in zip(got, sj.grad(g.__wrapped__, argnums=(0, 1))(W2, x2), strict=True):
                 np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+PICK = {"k": np.array([2, 0, 2])}
+
+
+def picks(x):
+    return np.log(x)[PICK["k"]] * x[0]
+
+
+def test_integer_indices_the_function_reads_are_served_and_a_change_is_seen(full_calls):
+    """Indices read from the function's objects: the shortcut serves the program built for
+    them, and a change to them (checked on every call) takes the general path, which builds
+    it again."""
+    saved = PICK["k"].copy()
+    try:
+        with sj.using_tier("array"):
+            J = sj.jacobian(picks)
+            J(X)
+            assert J.info(X).tier == "array" and J.request.table.last is not None
+            y = np.abs(X) + 1.0
+            got = J(y)
+            assert len(full_calls) == 1
+            np.testing.assert_array_equal(got, dispatch.call(J.request, (y,)))
+            PICK["k"][0] = 1  # changed in place: seen
+            want = np.zeros((3, 3))
+            want[np.arange(3), PICK["k"]] = y[0] / y[PICK["k"]]
+            want[:, 0] += np.log(y)[PICK["k"]]
+            np.testing.assert_allclose(J(y), want, rtol=1e-14)
+            assert len(full_calls) == 3  # (the one above, to compare, and the rebuild)
+            J(y), J(y)
+            assert len(full_calls) == 4  # (the first call after a rebuild makes the new program the last entry)
+    finally:
+        PICK["k"][:] = saved

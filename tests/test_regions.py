@@ -501,6 +501,27 @@ def test_small_regions_keep_numpys_special_values(ran):
     for g_ in got:
         np.testing.assert_array_equal(np.isnan(g_), np.isnan(want))
         np.testing.assert_array_equal(g_[~np.isnan(want)], want[~np.isnan(want)])
+        np.testing.assert_array_equal(np.signbit(g_[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+
+
+def test_a_structural_zero_times_inf_is_nan_in_a_small_region(ran):
+    """``[0, x] @ W`` with an infinite ``W[0, 0]``: NumPy's product gives NaN (0 * inf), and so
+    must the region's kernel (a product's zero entries are not dropped from its sums)."""
+    def f(x, W):
+        return np.tanh(np.concatenate([np.zeros(1), x]) @ W) ** 2 * x[:2] + np.sum(x)
+
+    x = np.array([0.5, -1.0, 2.0])
+    W = RNG.normal(size=(4, 2))
+    W[0, 0] = np.inf
+    with sj.using_tier("array"), sj.compiling("never"):
+        want = sj.jit(f)(x, W)
+    assert np.isnan(want[0]) and np.isfinite(want[1])
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [sj.jit(f)(x, W) for _ in range(8)]
+    assert any(r.sig == regions.SMALL_SIG and any(m.op == "einsum" for m in r.members) for r in ran)
+    for g_ in got:
+        np.testing.assert_array_equal(np.isnan(g_), np.isnan(want))
+        np.testing.assert_allclose(g_[1], want[1], rtol=1e-14)
 
 
 def test_small_regions_take_gathers_by_constant_indices_within_bounds_only():
@@ -538,6 +559,28 @@ def test_small_regions_merge_where_they_stay_convex():
     for r in found:
         for a in {a for a, *_ in r.inputs}:  # no input of a region depends on the region
             assert not set(t.topo_order([a])) & set(r.members)
+
+
+def test_a_small_region_read_through_an_outside_value_is_not_merged():
+    """A step joining region A reads a member of region C and a value outside that depends on
+    C: merging C into A would make A wait for itself, so the two stay apart (and both stay)."""
+    with t.building():
+        x = t.input_(0, "x", (4,), np.float64)
+        y = t.input_(1, "y", (4,), np.float64)
+        big = t.input_(2, "X", (1000, 4), np.float64)
+        a1 = t.apply(lambda a: a * a + 1, [x], np.float64)
+        a2 = t.apply(lambda a: a - 3, [a1], np.float64)
+        c1 = t.apply(lambda a: 2 * a - 1, [y], np.float64)
+        c2 = t.apply(lambda a: a * a, [c1], np.float64)
+        c3 = t.apply(lambda a: a + 5, [c2], np.float64)
+        c4 = t.apply(lambda a: a / 7, [c3], np.float64)
+        back = t.einsum([big, t.einsum([big, c4], ["ab", "b"], "a")], ["ab", "a"], "b")  # (4,): depends on C
+        n = t.apply(lambda a, c, b: a * c + b, [a2, c4, back], np.float64)
+        n2 = t.apply(lambda a: a * 3, [n], np.float64)
+        found = regions.find(t.topo_order([n2]), [n2], np.float64)
+    owner = {m: k for k, r in enumerate(found) for m in r.members}
+    assert owner.get(a1) == owner.get(n) is not None
+    assert owner.get(c1) == owner.get(c4) is not None and owner.get(c1) != owner.get(a1)
 
 
 def test_a_small_regions_max_and_min_are_numpys(ran):

@@ -489,8 +489,8 @@ def _product(m: t.Node, ops: list, k: int) -> np.ndarray:
             factors = [x[tuple(at[c] for c in sub)] for x, sub in zip(ops, subs, strict=True)]
             if len(factors) == 2 and ein.safe:
                 terms.append(g.safe_mul(factors[0], factors[1]))
-            else:
-                terms.append(g.mul(*factors))
+            else:  # (as NumPy's product: a structural zero times inf is NaN, not dropped)
+                terms.append(g.exact_mul(*factors))
         out[index] = g.add(*terms) if terms else g.ZERO
     return out
 

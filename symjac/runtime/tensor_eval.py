@@ -34,18 +34,17 @@ from .jit import blas as _blas
 
 # ----- element functions ------------------------------------------------------------------------
 
-#: libm names (what records' emitters call) -> NumPy ufuncs
-try:  # NumPy >= 2 keeps its floating-point error state in a context variable
+try:  # NumPy >= 2 keeps its floating-point error state (with its buffer size) in a context variable
     from numpy._core._ufunc_config import _extobj_contextvar as _ERRORS
-    from numpy._core._ufunc_config import _make_extobj
-
-    #: the state ``np.errstate(all="ignore")`` sets, made once: setting it costs a run ~0.3 µs, where
-    #: entering and leaving ``np.errstate`` costs ~1.3 µs (it makes the state again on every entry)
-    _IGNORE = _make_extobj(all="ignore")
-except (ImportError, AttributeError, TypeError):  # (older NumPy: np.errstate, the public way)
+except ImportError:  # (older NumPy: np.errstate, the public way)
     _ERRORS = None
 
+#: (a caller's error state, the state ``np.errstate(all="ignore")`` makes from it): setting the
+#: second when the caller's is the last one seen costs a run ~0.3 µs, where entering and leaving
+#: ``np.errstate`` costs ~1.3 µs (it makes the state again on every entry)
+_QUIET: tuple = (None, None)
 
+#: libm names (what records' emitters call) -> NumPy ufuncs
 _LIBM = {
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
     "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh,
@@ -1576,10 +1575,17 @@ class Plan:
     def _quietly(self, *args):
         """The straight-line steps, with NumPy's floating-point errors ignored (inf and NaN
         as NumPy computes them, no warnings), the caller's error state kept."""
+        global _QUIET
         if _ERRORS is None:
             with np.errstate(all="ignore"):
                 return self._straight(*args)
-        token = _ERRORS.set(_IGNORE)
+        current = _ERRORS.get()
+        seen, quiet = _QUIET
+        if seen is not current:
+            with np.errstate(all="ignore"):
+                quiet = _ERRORS.get()
+            _QUIET = (current, quiet)  # (one tuple: another thread reads both or neither)
+        token = _ERRORS.set(quiet)
         try:
             return self._straight(*args)
         finally:
