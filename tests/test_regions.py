@@ -198,6 +198,27 @@ def test_regions_that_would_wait_for_each_other_are_dropped():
         np.testing.assert_allclose(c_, p_, rtol=1e-15)
 
 
+def test_a_region_only_downstream_of_a_cycle_is_kept():
+    """Of regions A and B waiting for each other and C reading A after them, the one dropped
+    is on the cycle (B): C only waits, and stays a region once B is gone."""
+    with t.building():
+        x, y = _node((1000, 3)), t.input_(1, "y", (1000, 3), np.float64)
+        a1 = t.apply(lambda a: a * a + 1, [x], np.float64)
+        b1 = t.apply(lambda a: a * a - 2, [y], np.float64)
+        n = t.apply(lambda a, b: a * b + a, [a1, b1], np.float64)
+        m = t.apply(lambda a, b: a - b * a, [b1, a1], np.float64)
+        c1 = t.apply(lambda a: a * 5, [n], np.float64)
+        c2 = t.apply(lambda a: a - 1, [c1], np.float64)
+        order = t.topo_order([c2, m])
+
+    def region(members):
+        return regions.Region(((), (1000,)), members, [], [members[-1]], np.dtype(np.float64), {})
+
+    A, B, C = region([a1, n]), region([b1, m]), region([c1, c2])  # (A reads b1, B reads a1: a cycle)
+    kept = regions._acyclic(order, [A, B, C])
+    assert kept == [A, C]
+
+
 def test_small_pieces_are_left_to_numpy():
     """A region whose arrays all have fewer than ``fused.MIN_ENTRIES`` entries is not built
     (a kernel call costs about what NumPy's few passes over it do)."""

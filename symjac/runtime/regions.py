@@ -321,10 +321,23 @@ def _acyclic(order: Sequence[t.Node], regions: list[Region]) -> list[Region]:
                 indegree[w] -= 1
                 if indegree[w] == 0:
                     ready.append(w)
-        stuck = [v for v, d in indegree.items() if d > 0 and isinstance(v, int)]
-        if not stuck:
+        stuck = {v for v, d in indegree.items() if d > 0}
+        # (what is stuck only downstream of a cycle is peeled off: the region dropped is one on it)
+        later = {v: {w for w in edges[v] if w in stuck} for v in stuck}
+        ends = [v for v, ws in later.items() if not ws]
+        while ends:
+            v = ends.pop()
+            stuck.discard(v)
+            for u in stuck:
+                ws = later[u]
+                if v in ws:
+                    ws.discard(v)
+                    if not ws:
+                        ends.append(u)
+        on_cycle = [v for v in stuck if isinstance(v, int)]
+        if not on_cycle:
             return regions
-        drop = max(stuck)
+        drop = max(on_cycle)
         regions = [r for k, r in enumerate(regions) if k != drop]
     return regions
 
