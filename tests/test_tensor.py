@@ -625,6 +625,30 @@ def test_a_broadcasting_product_read_only_by_products_follows_its_larger_operand
         np.testing.assert_allclose(got, ((Sv[:, None] * Xv).T) ** 2 + 1, rtol=1e-14)
 
 
+@pytest.mark.parametrize("subs, out, plain", [
+    (("ab", "b"), "ab", True),  # an MLP Jacobian's W ⊙ d: NumPy broadcasts d as it is
+    (("b", "ab"), "ab", True),
+    (("ab", ""), "ab", True),  # (a scalar)
+    (("abc", "bc"), "abc", True),
+    (("ab", "a"), "ab", False),  # d along the first axis: reshaped first
+    (("ab", "b"), "ba", False),  # a transposed result
+    (("ab", "ab"), "ab", True),
+])
+def test_a_product_whose_operands_broadcast_as_they_are_is_np_multiply(subs, out, plain):
+    from symjac.runtime import tensor_eval
+
+    sizes = {"a": 3, "b": 4, "c": 2}
+    shapes = [tuple(sizes[c] for c in sub) for sub in subs]
+    ein = t.Ein(subs, out, tuple((c, sizes[c]) for c in sorted({c for sub in subs for c in sub})))
+    fn = tensor_eval.einsum_function(ein, shapes, np.float64)
+    assert (getattr(fn, "plain", None) is np.multiply) == plain
+    a, b = (RNG.normal(size=shape) for shape in shapes)
+    want = np.einsum(f"{subs[0]},{subs[1]}->{out}", a, b)
+    np.testing.assert_array_equal(fn(a, b), want)
+    if plain:
+        np.testing.assert_array_equal(np.multiply(a, b), want)
+
+
 def test_a_guarded_product_is_plus_zero_wherever_its_first_operand_is_zero():
     """Reverse mode's guarded products (``Ein.safe``): exactly +0.0 where the first operand
     is ±0, even where the second is inf or NaN; elsewhere the IEEE product (NaN in the

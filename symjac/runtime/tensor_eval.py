@@ -467,8 +467,14 @@ def _binary_plan(ein: t.Ein, shapes, any_layout: bool = False):
         finish = _unary_plan(order, out, sizes) or (lambda x: x)
         if safe:
             return _Core(lambda a, b, buf: finish(_guarded(a, fa, fb(b), buf)), tuple(sizes[c] for c in order), order)
-        return _Core(lambda a, b, buf: finish(np.multiply(fa(a), fb(b), out=buf)), tuple(sizes[c] for c in order),
+        core = _Core(lambda a, b, buf: finish(np.multiply(fa(a), fb(b), out=buf)), tuple(sizes[c] for c in order),
                      order)
+        if pa is None and pb is None and order == out and (
+                (a_keep == order and order.endswith(b_keep)) or (b_keep == order and order.endswith(a_keep))):
+            # the operands broadcast as they are (an MLP Jacobian's W ⊙ d, "ab,b->ab"): the step is
+            # np.multiply itself, ~1 µs, where the wrappers around it took 3-4 µs at 10 x 64
+            core.plain = np.multiply
+        return core
     batch = "".join(c for c in a_keep if c in b_keep and c in out)
     free_a = "".join(c for c in a_keep if c not in b_keep)
     free_b = "".join(c for c in b_keep if c not in a_keep)
