@@ -575,10 +575,9 @@ class RegionLoop(fused.FusedMap):
         layouts, out_shapes = shapes
         parts = []
         for j, (x, layout) in enumerate(zip(values, layouts, strict=True)):
-            # (the checks of fused._taken, ~0.3 µs; a NumPy scalar, a reduction's value, converted by
-            # np.array in ~0.4 µs, where np.require took 2.3)
-            if type(x) is not np.ndarray or x.dtype != dtype or not (flags := x.flags).c_contiguous \
-                    or not flags.writeable:
+            # (a NumPy scalar, a reduction's value, converted by np.array in ~0.4 µs, where
+            # np.require took 2.3)
+            if not fused.usable(x, dtype):
                 ready = self.fixed.get(j) if j in self.constant else None
                 if ready is not None and ready[0] is x:
                     x = ready[1]
