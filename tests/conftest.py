@@ -3,8 +3,12 @@
 import os
 import tempfile
 
-# Kernels from the test run go to a private directory, never the user's cache.
-os.environ.setdefault("SYMJAC_CACHE_DIR", tempfile.mkdtemp(prefix="symjac-test-cache-"))
+# Kernels from the test run go to a private directory, never the user's cache; under
+# pytest-xdist each worker has its own (tests that count a cache's entries see only their own).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["SYMJAC_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"symjac-test-cache-{os.environ['PYTEST_XDIST_WORKER']}-")
+else:
+    os.environ.setdefault("SYMJAC_CACHE_DIR", tempfile.mkdtemp(prefix="symjac-test-cache-"))
 
 import pytest  # noqa: E402
 
