@@ -270,7 +270,12 @@ class TextEmitter:
         ints = self.int_type(bits)
         k = self.select(self.cmp(">", k, self.const(bias + 1)), self.const(bias + 1), k)  # inf
         k = self.select(self.cmp("<", k, self.const(-bias)), self.const(-bias), k)  # exponent field 0: 0.0
-        exponent = self.emit(f"add {ints} {self.emit(f'fptosi {self.vt} {k} to {ints}')}, {self.literal(bits, str(bias))}")
+        # k's integer without fptosi (AVX2 has no packed double -> int64 conversion: LLVM made it
+        # four scalar ones per vector, a third of a tanh's instructions): k + 1.5 * 2**shift is
+        # exact and its bits are the magic's plus k, whose low bits (the magic's are zero there)
+        # the shift keeps
+        magic = self.emit(f"bitcast {self.vt} {self.add(k, self.const(1.5 * 2.0 ** shift))} to {ints}")
+        exponent = self.emit(f"add {ints} {magic}, {self.literal(bits, str(bias))}")
         return self.emit(f"bitcast {ints} {self.emit(f'shl {ints} {exponent}, {self.literal(bits, str(shift))}')} to {self.vt}")
 
     def cmp(self, symbol: str, a: str, b: str) -> str:

@@ -178,8 +178,11 @@ def _logaddexp_like(e: Emitter, a: Value, b: Value, exp: str, at_tie: float, sca
 # as a single kernel and the tape: libm's tanh cost ~20 ns a call, two thirds of an MLP batch.
 # tanh(x) = -t / (t + 2), t = expm1(-2|x|) for |x| < 1 and 1 - 2 / (t + 2), t = expm1(2|x|) below 22
 # (fdlibm's formulas), the sign copied from x; expm1 by Cody-Waite reduction y = k ln2 + r, |r| <= ln2/2,
-# its Taylor series to r**13 (truncation < 0.1 ulp) and an exact scaling by 2**k.  Worst error about
-# 2 ulp (tests/test_vector.py measures it against mpmath).
+# its Taylor series to r**13 (truncation < 0.1 ulp; fused multiply-adds in Estrin's order) and an exact
+# scaling by 2**k.  Worst error about 2 ulp (tests/test_vector.py measures it against mpmath).  On this
+# kind of machine (Zen 3, AVX2), a loop of tanh on 4 lanes: 5.0 ns a value with separate multiplies and
+# adds in Horner's order, 3.4-3.9 with fused ones, 3.2-3.5 in Estrin's order (same worst error, and
+# mean 0.170 -> 0.170 ulp over 50,000 points).  A CPU without FMA3 computes the same bits more slowly.
 _LN2_HI = 0.693145751953125  # 16 significant bits: k * _LN2_HI is exact in float64 and float32
 _LN2_LO = 1.4286068203094173e-06  # ln 2 - _LN2_HI rounded once (math.log(2) - _LN2_HI is 2e-17 off: 250 ulp at k = 1000)
 _EXPM1_TAYLOR = [1 / math.factorial(n) for n in range(13, 1, -1)]  # 1/13!, ..., 1/2
@@ -189,10 +192,16 @@ def _reduce(e: Emitter, y: Value) -> tuple[Value, Value]:
     """(k, expm1(r)) with y = k ln2 + r, |r| <= ln2 / 2 (y finite, |y| < 1200)."""
     k = e.intrinsic("floor", e.add(e.mul(y, e.const(1 / math.log(2))), e.const(0.5)))
     r = e.sub(e.sub(y, e.mul(k, e.const(_LN2_HI))), e.mul(k, e.const(_LN2_LO)))
-    q = e.const(_EXPM1_TAYLOR[0])
-    for c in _EXPM1_TAYLOR[1:]:
-        q = e.add(e.mul(q, r), e.const(c))
-    return k, e.add(r, e.mul(e.mul(r, r), q))
+    # q(r) = sum a_i r**i, a_i = 1 / (i + 2)!, i = 0..11, by Estrin's scheme: pairs, then pairs
+    # of pairs in r**2, r**4, r**8 (4 dependent multiply-adds where Horner's rule chained 12)
+    a = _EXPM1_TAYLOR[::-1]
+    terms = [e.intrinsic("fma", e.const(a[i + 1]), r, e.const(a[i])) for i in range(0, 12, 2)]
+    power = r2 = e.mul(r, r)
+    while len(terms) > 1:
+        terms = [e.intrinsic("fma", terms[i + 1], power, terms[i]) if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+        power = e.mul(power, power) if len(terms) > 1 else power
+    return k, e.intrinsic("fma", r2, terms[0], r)
 
 
 def _expm1_reduced(e: Emitter, y: Value) -> Value:
