@@ -42,9 +42,11 @@ class SparseLayout:
         major, minor = (block.rows, block.cols) if csr else (block.cols, block.rows)
         n_major = block.shape2d[0] if csr else block.shape2d[1]
         index = np.int32 if block.size < _INT32_NNZ else np.int64
+        # (the count of each row's entries by np.bincount: np.add.at took 40 ms for the 1.2 million
+        # entries of a bundle adjustment's Jacobian, a tenth of its first call)
         indptr = np.zeros(n_major + 1, dtype=index)
-        np.add.at(indptr, major + 1, 1)
-        return cls(block.format, block.shape2d, minor.astype(index), np.cumsum(indptr).astype(index))
+        np.cumsum(np.bincount(np.asarray(major, dtype=np.intp), minlength=n_major), out=indptr[1:])
+        return cls(block.format, block.shape2d, minor.astype(index), indptr)
 
     def wrap(self, data: np.ndarray):
         """A new matrix holding ``data`` (not copied) and copies of the pattern.
