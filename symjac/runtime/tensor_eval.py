@@ -52,6 +52,8 @@ _LIBM = {
     "log1p": np.log1p, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "pow": np.power, "hypot": np.hypot,
     "cbrt": np.cbrt, "rint": np.rint, "trunc": np.trunc, "fmod": np.fmod,
 }
+#: (no "fma": NumPy has no fused multiply-add, and an unfused one would round differently; the
+#: records that use it, exp and tanh, run here as NumPy's ufuncs: see _record_function)
 _INTRINSIC = {"sqrt": np.sqrt, "fabs": np.fabs, "floor": np.floor, "ceil": np.ceil, "copysign": np.copysign}
 
 
