@@ -382,10 +382,15 @@ def rewrite(outputs: Sequence[t.Node], regions: list[Region]) -> list[t.Node]:
 # ----- the per-sample program ------------------------------------------------------------------
 
 
-def _const_entries(n: t.Node, trail: tuple) -> np.ndarray:
-    out = np.empty(trail, dtype=object)
-    out[...] = g.const(float(n.param[0]))
+def _filled(shape: tuple, value) -> np.ndarray:
+    """Entries of ``shape``, each the node ``value``."""
+    out = np.empty(shape, dtype=object)
+    out[...] = value
     return out
+
+
+def _const_entries(n: t.Node, trail: tuple) -> np.ndarray:
+    return _filled(trail, g.const(float(n.param[0])))
 
 
 def per_sample(r: Region) -> tuple[dict, list[np.ndarray], list[int]]:
@@ -449,8 +454,7 @@ def _placed(m: t.Node, ops: list) -> np.ndarray:
     x = ops[0]
     if m.op == "embed":
         win, shape = m.param
-        out = np.empty(shape, dtype=object)
-        out[...] = g.ZERO
+        out = _filled(shape, g.ZERO)
         out[win.key()] = x
         return out
     take = m.param if m.op == "gather" else m.param[0]
@@ -462,8 +466,7 @@ def _placed(m: t.Node, ops: list) -> np.ndarray:
     terms: dict = {}
     for index in np.ndindex(*x.shape):
         terms.setdefault(int(where[index]), []).append(x[index])
-    out = np.empty(math.prod(shape), dtype=object)
-    out[...] = g.ZERO
+    out = _filled((math.prod(shape),), g.ZERO)
     for flat, ts in terms.items():
         out[flat] = g.add(*ts)
     return out.reshape(shape)
