@@ -181,7 +181,16 @@ def element_function(body: t.Body, dtype, shapes: Sequence[tuple] | None = None)
                 steps.append(("call", _record_function(opcode, dtype), args))
         renumber.append(number[key])
     root = renumber[root]
-    steps = steps[: root + 1]
+    # only the values the root reads (the lowering leaves some unread: a negation its
+    # subtraction took over), renumbered in order
+    live = {root}
+    for k in range(root, -1, -1):
+        if k in live:
+            live.update(steps[k][2])
+    kept = sorted(live)
+    place = {k: j for j, k in enumerate(kept)}
+    steps = [(kind, what, tuple(place[a] for a in args)) for kind, what, args in (steps[k] for k in kept)]
+    root = place[root]
     # each value's shape, and whether it is written into a pooled array (a ufunc's result, large)
     value_shapes: list = []
     for kind, what, args in steps:
@@ -1052,7 +1061,7 @@ def _merged(m: t.Node, single: list[bool]) -> t.Node:
         outer[t.PH[k]] = inner
         body = g.substitute([expr], outer)[0]
         body = g.substitute([body], {s: t.PH[_SLOT_INDEX[s]] for s in g.free_leaves([body]) if s in _SLOT_INDEX})[0]
-        if sp.count_ops(body) > MERGE_OPS:
+        if _tree_ops(body) > MERGE_OPS:
             k += 1
             continue
         expr, operands = body, merged
@@ -1061,6 +1070,18 @@ def _merged(m: t.Node, single: list[bool]) -> t.Node:
     if operands == list(m.args):
         return m
     return t.Node("map", tuple(operands), t.Body(expr, len(operands)), m.shape, m.dtype)
+
+
+def _tree_ops(expr) -> int:
+    """The operations of ``expr`` written out as a tree (a subexpression counted each
+    time it appears, a sum or product of n terms as n - 1), as SymPy's ``count_ops``
+    counts them near enough for a size limit; that function imports
+    ``sympy.tensor`` on its first use, ~50 ms of a program's first call."""
+    counts: dict = {}
+    for node in g.topo_order([expr]):
+        kids = g.operands(node)
+        counts[node] = max(1, len(kids) - 1) + sum(counts.get(k, 0) for k in kids)
+    return counts.get(expr, 0)
 
 
 def check_bound(values: np.ndarray, bound) -> None:
