@@ -10,6 +10,7 @@ on the array tier itself.
 
 import numpy as np
 import pytest
+import sympy as sp
 
 import symjac as sj
 from symjac.ir import tensor as t
@@ -425,6 +426,39 @@ def test_large_placements_scatters_and_joins_are_written_into_reused_arrays():
         want_t = np.concatenate([np.cos(x) * v, 2 * x * v])
         want_t[100:200] = 3.0 * v[:100]
         np.testing.assert_allclose(got_t, want_t, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_an_element_function_of_one_entry_runs_on_scalars_with_the_arrays_bits(dtype):
+    """A map whose operands hold one entry each (a gradient's boundary term) runs on NumPy
+    scalars, operators for the arithmetic: the same bits as the ufuncs on arrays, special
+    values included (a division by 0 or by -0.0, inf - inf, overflow, nan, -0.0 sums)."""
+    from symjac.ir import graph as g
+    from symjac.runtime import tensor_eval
+
+    with t.building(), g.building():
+        x = t.input_(0, "x", (1,), np.dtype(dtype))
+        y = t.input_(1, "y", (), np.dtype(dtype))
+        a, b = t.PH[0], t.PH[1]
+        expr = g.add(g.div(g.neg(a), b), g.mul(g.sub(a, b), g.call(sp.exp, a)), g.mul(a, g.const(-0.0)))
+        body = t.map_(expr, [x, y], dtype).param
+    scalar = tensor_eval.element_function(body, dtype, [(1,), ()])
+    wide = tensor_eval.element_function(body, dtype, [(9,), (9,)])
+    assert scalar.__code__.co_filename == "<symjac element function>"
+    xs = np.array([0.0, -0.0, 1.0, np.inf, -np.inf, np.nan, 800.0, -3.5, 1e-310], dtype=dtype)
+    ys = np.array([0.0, -0.0, -0.0, np.inf, 2.0, 1.0, 1e-300, -0.0, 3.0], dtype=dtype)
+    with np.errstate(all="ignore"):
+        expected = wide(xs, ys)
+        got = np.concatenate([scalar(xs[k:k + 1], ys[k]) for k in range(xs.size)])
+        out = np.empty(1, dtype=dtype)
+        assert scalar(xs[:1], ys[0], out=out) is out
+    assert got.dtype == expected.dtype == np.dtype(dtype)
+    # (bit for bit but for a NaN's sign, which NumPy's own scalar and SIMD loops differ on: numerics.md)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan) and nan.any() and np.isinf(expected).any()
+    bits = f"u{got.itemsize}"
+    np.testing.assert_array_equal(got[~nan].view(bits), expected[~nan].view(bits))
+    assert out.view(bits)[0] == expected.view(bits)[0]
 
 
 def test_small_programs_run_as_straight_line_calls_with_the_interpreters_results():

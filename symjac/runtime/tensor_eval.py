@@ -16,6 +16,7 @@ record's own arithmetic round differently (``tanh``, ``exp``: within 2 ulp).
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -216,6 +217,9 @@ def element_function(body: t.Body, dtype, shapes: Sequence[tuple] | None = None)
                for k, ((kind, what, args), drop) in enumerate(zip(steps, drops, strict=True))]
     final_ufunc = steps[root][0] == "call" and isinstance(steps[root][1], np.ufunc) and steps[root][1].nout == 1
     single = len(steps) == 2 and steps[0][0] == "load" and steps[1][0] == "call" and steps[1][2] == (0,)
+    if shapes is not None and all(s is not None and math.prod(s) == 1 for s in value_shapes) \
+            and all(kind != "call" or (isinstance(what, np.ufunc) and what.nout == 1) for kind, what, _ in steps):
+        return _scalar_line(steps, root, value_shapes)
     if not single and not any(pooled) and shapes is not None:
         return _straight_line(steps, root, final_ufunc, value_shapes[root])
 
@@ -260,6 +264,36 @@ def element_function(body: t.Body, dtype, shapes: Sequence[tuple] | None = None)
         return out
 
     return run
+
+
+#: the ufuncs whose NumPy scalars' operators compute the same (IEEE arithmetic on the dtype:
+#: ``np.float64.__add__`` is the add loop's one entry, in ~0.1 µs where the ufunc's call on
+#: arrays of one entry took ~0.9)
+_SCALAR_OPERATORS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+                     np.true_divide: operator.truediv, np.negative: operator.neg}
+
+
+def _scalar_line(steps: list, root: int, shapes: list):
+    """An element function of arrays of one entry each (a boundary term of a gradient:
+    Rosenbrock's first and last entries, each ~10 operations) on NumPy scalars of
+    the dtype: their operators for the arithmetic, the ufuncs for the rest, the same
+    bits and special values as the ufuncs on arrays.  The text is this module's own names."""
+    names: dict = {}
+    lines = ["def run(*xs, out=None, pool=None):"]
+    for k, (kind, what, args) in enumerate(steps):
+        if kind == "load":
+            names[f"I{k}"] = (0,) * len(shapes[k])
+            lines.append(f"    v{k} = xs[{int(what)}][I{k}]")
+        elif kind == "const":
+            names[f"f{k}"] = what
+            lines.append(f"    v{k} = f{k}")
+        else:
+            names[f"f{k}"] = _SCALAR_OPERATORS.get(what, what)
+            lines.append(f"    v{k} = f{k}({', '.join(f'v{int(a)}' for a in args)})")
+    lines += ["    if out is None:", f"        out = EMPTY(SHAPE, v{root}.dtype)", f"    out[...] = v{root}", "    return out"]
+    scope = {**names, "EMPTY": np.empty, "SHAPE": tuple(shapes[root])}
+    exec(compile("\n".join(lines), "<symjac element function>", "exec"), scope)
+    return scope["run"]
 
 
 def _straight_line(steps: list, root: int, final_ufunc: bool, shape):
