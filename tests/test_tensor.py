@@ -461,6 +461,27 @@ def test_an_element_function_of_one_entry_runs_on_scalars_with_the_arrays_bits(d
     assert out.view(bits)[0] == expected.view(bits)[0]
 
 
+def test_a_stack_step_gives_np_stacks_entries_on_every_axis_and_into_any_array():
+    """A stack step along the first axis is one concatenation, along others one assignment
+    per operand: NumPy's ``np.stack`` either way, operands of another dtype cast, and into
+    a caller's array that is not contiguous (a reshape of it would be a copy)."""
+    from symjac.runtime import tensor_eval
+
+    xs = [RNG.normal(size=(3, 4)) for _ in range(5)]
+    xs[1] = xs[1].astype(np.float32)
+    xs[2] = np.arange(12).reshape(3, 4)
+    xs[3] = xs[3].T.copy().T  # (not C-contiguous)
+    for axis in range(3):
+        want = np.stack([x.astype(np.float64) for x in xs], axis=axis)
+        step = tensor_eval._stack(axis, want.shape, np.dtype(np.float64))
+        np.testing.assert_array_equal(step(*xs), want)
+        wide = np.zeros(want.shape[:-1] + (2 * want.shape[-1],))
+        into = wide[..., ::2]
+        assert step(*xs, out=into) is into
+        np.testing.assert_array_equal(wide[..., ::2], want)
+        assert not wide[..., 1::2].any()
+
+
 def test_small_programs_run_as_straight_line_calls_with_the_interpreters_results():
     """A plan of small arrays runs its steps as one function of straight-line calls, and a
     small element function likewise; both give the interpreter's bits, ``out=`` included."""
