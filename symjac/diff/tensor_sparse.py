@@ -85,7 +85,12 @@ def _union(parts: list):
 
 def _rows(pattern, index: np.ndarray):
     """Rows of ``pattern`` picked by ``index`` (a row of the result per entry of ``index``)."""
-    return _bool(pattern[np.ascontiguousarray(index, dtype=np.int64).reshape(-1)])
+    picked = pattern[np.ascontiguousarray(index, dtype=np.int64).reshape(-1)]
+    if pattern.has_canonical_format and pattern.dtype == np.int8:
+        # (rows copied whole from a 0/1 pattern, each in order without duplicates: so are they)
+        picked.has_canonical_format = True
+        return picked
+    return _bool(picked)
 
 
 def _placed(pattern, target: np.ndarray, n_rows: int):
@@ -136,16 +141,18 @@ def _moves(body: t.Body, k: int) -> bool:
 
 
 def _map(n: t.Node, ps: list):
-    # (an operand of the map's shape keeps its pattern; one pattern read twice counts once:
-    # the bundle adjustment's first call spent 0.2 s here on row copies and unions)
-    parts: dict = {}
+    # the operands of one shape united first, then broadcast once (rows picked from a union are
+    # the union of the rows picked); one of the map's shape keeps its pattern, one pattern read
+    # twice counts once: the bundle adjustment's first call spent 0.2 s here
+    by_shape: dict = {}
     for k, (a, p) in enumerate(zip(n.args, ps, strict=True)):
-        if p is None or not _moves(n.param, k):
-            continue
-        key = (id(p), a.shape)
-        if key not in parts:
-            parts[key] = p if a.shape == n.shape else _rows(p, np.broadcast_to(_positions(a.shape), n.shape))
-    return _union(list(parts.values()))
+        if p is not None and _moves(n.param, k):
+            by_shape.setdefault(a.shape, []).append(p)
+    parts = []
+    for shape, group in by_shape.items():
+        united = _union(group)
+        parts.append(united if shape == n.shape else _rows(united, np.broadcast_to(_positions(shape), n.shape)))
+    return _union(parts)
 
 
 def _einsum(n: t.Node, ps: list):
