@@ -277,7 +277,8 @@ def _scalar_line(steps: list, root: int, shapes: list):
     """An element function of arrays of one entry each (a boundary term of a gradient:
     Rosenbrock's first and last entries, each ~10 operations) on NumPy scalars of
     the dtype: their operators for the arithmetic, the ufuncs for the rest, the same
-    bits and special values as the ufuncs on arrays.  The text is this module's own names."""
+    bits and special values as the ufuncs on arrays but for a NaN's sign (NumPy's scalar
+    and SIMD loops differ there).  The text is this module's own names."""
     names: dict = {}
     lines = ["def run(*xs, out=None, pool=None):"]
     for k, (kind, what, args) in enumerate(steps):
