@@ -1266,6 +1266,7 @@ class Plan:
         outputs = stack_products(outputs)
         outputs = t.shared(rows.batch(pieces.split(sum_into_products(small_factors_first(fold_product_sums(outputs))))))
         outputs = merge_maps(outputs)
+        whole_program = outputs  # (before its regions and chains: the whole-program function's)
         if fuse is not None:  # pieces computed per sample by one kernel each (``regions.py``)
             from . import regions
 
@@ -1396,6 +1397,21 @@ class Plan:
         #: the steps as one function of straight-line calls (the loop in :meth:`run` costs ~0.8 us
         #: a step: 184 steps of an RNN's gradient), for programs of at most STRAIGHT_STEPS steps
         self._straight = self._straight_line() if self.n_steps <= self.STRAIGHT_STEPS else None
+        #: the whole program as one compiled function (``whole.py``), or None
+        self.whole = None
+        if fuse is not None and chains:
+            from . import whole
+
+            # (the program before its regions and chains were cut out: its nodes the plan's where
+            # they were not, constants folded where the plan folded them)
+            whole_order = t.topo_order(whole_program)
+            if whole.eligible(whole_order, known, self.dtype):
+                leaves = {n: n.param.index for n in whole_order if n.op == "input"}
+                self.whole = whole.WholeKernel(
+                    lambda: whole.source(whole_order, whole_program, leaves, known, self.dtype),
+                    {n.param.index: n.size for n in whole_order if n.op == "input"},
+                    [tuple(o.shape) for o in whole_program])
+                self.fused.append(self.whole)
 
     #: longer programs run through the loop in :meth:`run` (their text would take long to compile)
     STRAIGHT_STEPS = 4000
@@ -1605,6 +1621,13 @@ class Plan:
             for loop in self.fused:
                 if loop.state == "new":
                     loop.start(False, self.runs)
+        whole = self.whole
+        if whole is not None and whole.kernel is not None:
+            return whole.served(0, lambda: whole.call(leaves), lambda: self._steps(leaves))
+        return self._steps(leaves)
+
+    def _steps(self, leaves: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The outputs by the plan's steps."""
         dtype = self.dtype
         pool = self._pool()
         if self._straight is not None:

@@ -1,0 +1,629 @@
+"""Whole-program kernels of the array tier: a small array program as one compiled function.
+
+An array program of many small steps runs at the cost of its NumPy calls, not
+of their work: an RNN's gradient over 20 steps (hidden 128) is ~110 steps of
+128-entry vectors and 128 x 128 products, each 2-5 µs whatever it computes
+(``np.tanh`` of 128 values alone takes ~3 µs), ~0.35 ms in all, where the
+arithmetic and the BLAS calls in it take ~0.15 ms.  Here such a program
+becomes one Numba function: element functions as loops over their entries
+(the records' arithmetic, NumPy's functions on scalars), products as the same
+OpenBLAS ``gemm`` NumPy calls (``jit/blas.py``'s symbol) or, where no matrix
+product fits, as loops, structure as index arithmetic known when the text is
+written.  It compiles in the background like the plan's other loops; until it
+is ready, and wherever it measures slower, the plan's NumPy steps serve
+(``fused.FusedMap.served``).
+
+The text holds only names made here and integers from the program's shapes: the
+program's constants (a model's weights, an element function's numbers) are one
+float array the function reads, the index lists of its structure one integer
+array.  Every value is a flat C-contiguous array of the program's dtype.
+
+Bits: products sum in BLAS's order as the plan's do, but element functions call
+Numba's scalar ``tanh``, ``exp``, ... (the C library's), where NumPy's SIMD
+loops may round differently (within 2 ulp, ``docs/numerics.md``); sums written as
+loops add in order.  IEEE special values are kept (no fast-math, NumPy's error
+model: a division by zero is inf, not an exception)."""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..backend import ssa as _ssa
+from ..ir import ops as _ops
+from ..ir import tensor as t
+from . import fused
+
+#: a program of fewer steps keeps its NumPy steps (their calls cost what the kernel's does)
+MIN_STEPS = 8
+#: ... and of more than this many entries in its values, or of more multiply-adds in the
+#: products written as loops (BLAS's are not counted), or of more lines of text (Numba's
+#: compile time grows with them: the RNN's ~1,100 lines took ~3 s)
+MAX_ENTRIES = 1 << 20
+MAX_LOOP_WORK = 1 << 22
+MAX_LINES = 6000
+
+_REVISION = 1  #: in the module's text: a change to how it is written gives a new file (and cache)
+_KINDS = ("map", "einsum", "reshape", "slice", "view", "stack", "concat", "embed")
+
+#: libm names (the records' ``call``) -> what the text calls for them (Numba's scalar functions)
+_CALLS = {
+    "sin": "math.sin", "cos": "math.cos", "tan": "math.tan", "asin": "math.asin", "acos": "math.acos",
+    "atan": "math.atan", "atan2": "math.atan2", "sinh": "math.sinh", "cosh": "math.cosh", "tanh": "math.tanh",
+    "asinh": "math.asinh", "acosh": "math.acosh", "atanh": "math.atanh", "exp": "math.exp", "expm1": "math.expm1",
+    "log": "math.log", "log1p": "math.log1p", "exp2": "np.exp2", "log2": "math.log2", "log10": "math.log10",
+    "pow": "np.power", "hypot": "math.hypot", "cbrt": "np.cbrt", "rint": "np.rint", "trunc": "np.trunc",
+    "fmod": "np.fmod", "erf": "math.erf", "erfc": "math.erfc", "lgamma": "math.lgamma",
+}
+#: exact intrinsics -> their scalar functions (floor and ceil as NumPy's: Python's give integers)
+_INTRINSICS = {"sqrt": "math.sqrt", "fabs": "math.fabs", "floor": "np.floor", "ceil": "np.ceil",
+               "copysign": "math.copysign"}
+_CMP = ("<", "<=", ">", ">=", "==", "!=")
+#: a record whose reference is one of these ufuncs is called by it (its name is NumPy's own)
+_UFUNCS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"}
+
+
+class _Unsupported(Exception):
+    """Something the text cannot say: the program keeps its NumPy steps."""
+
+
+class _Text:
+    """The function's text and what it reads: constants (``K``) and index lists (``I``)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: list[np.ndarray] = []
+        self.n_consts = 0
+        self.ints: list[np.ndarray] = []
+        self.n_ints = 0
+
+    def line(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+        if len(self.lines) > MAX_LINES:
+            raise _Unsupported("too long")
+
+    def const(self, values: np.ndarray) -> tuple[int, int]:
+        """Where ``values`` (flattened) lie in ``K``."""
+        flat = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+        start = self.n_consts
+        self.consts.append(flat)
+        self.n_consts += flat.size
+        return start, start + flat.size
+
+    def pick(self, source: str, values: np.ndarray) -> str:
+        """The text of ``source``'s entries at the flat positions ``values``: a view where they
+        are a range, else the module's ``pick`` over an index list."""
+        flat = np.asarray(values, dtype=np.intp).reshape(-1)
+        if flat.size and np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+            return f"{source}[{int(flat[0])}:{int(flat[0]) + flat.size}]"
+        return f"pick({source}, {self._ints(flat)})"
+
+    def place(self, target: str, values: np.ndarray, source: str) -> str:
+        """The line writing ``source`` at ``target``'s flat positions ``values``: loops of the
+        module's ``put`` and ``place`` (Numba's slice assignment took ~2 s to compile each)."""
+        flat = np.asarray(values, dtype=np.intp).reshape(-1)
+        if flat.size and np.array_equal(flat, np.arange(flat[0], flat[0] + flat.size)):
+            return f"put({target}, {int(flat[0])}, {source})"
+        return f"place({target}, {self._ints(flat)}, {source})"
+
+    def _ints(self, flat: np.ndarray) -> str:
+        start = self.n_ints
+        self.ints.append(flat)
+        self.n_ints += flat.size
+        return f"I[{start}:{start + flat.size}]"
+
+
+class _Scalar:
+    """The records' emitter helper (``ir/record.py``'s ``Emitter``) writing lines of scalar
+    code into a helper's body: each value a local name, each constant a parameter."""
+
+    def __init__(self, text: _Text, body: list, depth: int) -> None:
+        self.text, self.body, self.depth = text, body, depth
+        self.temp = 0
+        self.consts: dict = {}  # (value, sign) -> parameter name
+        self.places: list[int] = []  # per constant parameter, its place in K
+
+    def _let(self, expr: str) -> str:
+        self.temp += 1
+        name = f"e{self.temp}"
+        self.body.append("    " * self.depth + f"{name} = {expr}")
+        return name
+
+    def const(self, value):
+        key = (float(value), math.copysign(1.0, float(value)) < 0)
+        name = self.consts.get(key)
+        if name is None:  # (a parameter, read from K by the caller: no number is written into the text)
+            start, _ = self.text.const(np.array([float(value)]))
+            name = self.consts[key] = f"c{len(self.places)}"
+            self.places.append(start)
+        return name
+
+    def add(self, a, b):
+        return self._let(f"{a} + {b}")
+
+    def sub(self, a, b):
+        return self._let(f"{a} - {b}")
+
+    def mul(self, a, b):
+        return self._let(f"{a} * {b}")
+
+    def div(self, a, b):
+        return self._let(f"{a} / {b}")
+
+    def neg(self, a):
+        return self._let(f"-{a}")
+
+    def call(self, function: str, *args):
+        fn = _CALLS.get(function)
+        if fn is None:
+            raise _Unsupported(function)
+        return self._let(f"{fn}({', '.join(args)})")
+
+    def intrinsic(self, name: str, *args):
+        fn = _INTRINSICS.get(name)
+        if fn is None:  # (fma: no exact scalar one here)
+            raise _Unsupported(name)
+        return self._let(f"{fn}({', '.join(args)})")
+
+    def exp2i(self, k):
+        return self._let(f"math.ldexp(1.0, int(min(max({k}, -2000.0), 2000.0)))")
+
+    def cmp(self, symbol: str, a, b):
+        if symbol not in _CMP:
+            raise _Unsupported(symbol)
+        return self._let(f"{a} {symbol} {b}")
+
+    def isnan(self, a):
+        return self._let(f"math.isnan({a})")
+
+    def truth(self, a):
+        return self._let(f"{a} != 0.0")
+
+    def select(self, condition, a, b):
+        return self._let(f"{a} if {condition} else {b}")
+
+    def as_float(self, condition):
+        return self._let(f"1.0 if {condition} else 0.0")
+
+    def and_(self, p, q):
+        return self._let(f"{p} and {q}")
+
+    def or_(self, p, q):
+        return self._let(f"{p} or {q}")
+
+    def xor(self, p, q):
+        return self._let(f"{p} != {q}")
+
+    def not_(self, p):
+        return self._let(f"not {p}")
+
+
+def _ufunc_name(fn) -> str | None:
+    """``np.<name>`` for a ufunc that is NumPy's own under that name, else None."""
+    name = getattr(fn, "__name__", None)
+    if isinstance(fn, np.ufunc) and isinstance(name, str) and name.isidentifier() and getattr(np, name, None) is fn:
+        return f"np.{name}"
+    return None
+
+
+def _strides(shape: tuple) -> list[int]:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
+def _flat(indices: Sequence[str], strides: Sequence[int]) -> str:
+    terms = [f"{i} * {s}" if s != 1 else i for i, s in zip(indices, strides, strict=True) if s]
+    return " + ".join(terms) if terms else "0"
+
+
+class _Writer:
+    """The function's text for one program."""
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.text = _Text()
+        self.dtype = dtype
+        self.var: dict = {}  # node -> its local name
+        self.helpers: dict = {}  # a helper's text (its name a placeholder) -> its name
+        self.loop_work = 0
+
+    def helper(self, params: list[str], body: list[str]) -> str:
+        """The name of a helper function of ``body`` (one per distinct text: the RNN's 40 element
+        functions are two helpers, typed and compiled once each)."""
+        lines = [f"def {{name}}({', '.join(params)}):"] + body
+        key = "\n".join(lines)
+        name = self.helpers.get(key)
+        if name is None:
+            name = self.helpers[key] = f"h{len(self.helpers)}"
+        return name
+
+    def map(self, n: t.Node, name: str) -> None:
+        lowering = _ssa._Lowering({t.PH[k]: (k, 0) for k in range(n.param.arity)})
+        root = lowering.value(n.param.expr)
+        ops = lowering.program.ops
+        live = {root}
+        for k in range(root, -1, -1):
+            if k in live:
+                live.update(ops[k][1])
+        shape = n.shape
+        padded = [(1,) * (len(shape) - a.ndim) + a.shape for a in n.args]
+        body: list[str] = []
+        if all(p == shape or math.prod(p) == 1 for p in padded):
+            body.append(f"    for j in range({n.size}):")
+            depth, where = 2, "j"
+            at = ["j" if p == shape else "0" for p in padded]
+        else:
+            index = [f"i{d}" for d in range(len(shape))]
+            for d, size in enumerate(shape):
+                body.append("    " * (1 + d) + f"for i{d} in range({size}):")
+            depth, where = 1 + len(shape), _flat(index, _strides(shape))
+            at = [_flat(index, [s if e > 1 else 0 for s, e in zip(_strides(p), p, strict=True)]) for p in padded]
+        emitter = _Scalar(self.text, body, depth)
+        values: list = []
+        for k, (opcode, args, payload) in enumerate(ops):
+            if k not in live:
+                values.append(None)
+                continue
+            if opcode == "load":
+                values.append(emitter._let(f"x{payload[0]}[{at[payload[0]]}]"))
+            elif opcode == "const":
+                values.append(emitter.const(payload))
+            else:
+                values.append(self._operation(emitter, _ops.BY_NAME[opcode], [values[a] for a in args]))
+        body.append("    " * depth + f"out[{where}] = {values[root]}")
+        params = [f"x{k}" for k in range(len(n.args))] + ["out"] + [f"c{k}" for k in range(len(emitter.places))]
+        helper = self.helper(params, body)
+        args = [self.var[a] for a in n.args] + [name] + [f"K[{k}]" for k in emitter.places]
+        self.text.line(1, f"{name} = np.empty({n.size}, np.float64)")
+        self.text.line(1, f"{helper}({', '.join(args)})")
+
+    @staticmethod
+    def _operation(emitter: _Scalar, op, operands: list) -> str:
+        """One record's value: IEEE arithmetic as operators; else the record's own formula (the
+        scalar tier's: Numba's ``np.sign(-0.0)`` is -0.0, NumPy's and the record's 0.0), or,
+        where that needs what the text cannot say (``exp`` and ``tanh``: fused multiply-adds),
+        NumPy's function on scalars."""
+        symbol = _UFUNCS.get(op.fold)
+        if symbol is not None and len(operands) == 2:
+            return emitter._let(f"{operands[0]} {symbol} {operands[1]}")
+        if op.fold is np.negative:
+            return emitter._let(f"-{operands[0]}")
+        if op.emit is not None:
+            mark, temp = len(emitter.body), emitter.temp
+            try:
+                return op.emit(emitter, *operands)
+            except _Unsupported:
+                del emitter.body[mark:]
+                emitter.temp = temp
+        name = _ufunc_name(op.fold)
+        if name is None:
+            raise _Unsupported(op.name)
+        return emitter._let(f"{name}({', '.join(operands)})")
+
+    def einsum(self, n: t.Node, name: str) -> None:
+        ein = n.param
+        if self._gemm(n, name):
+            return
+        sizes = ein.size_of()
+        out = ein.out
+        letters = list(dict.fromkeys(out + "".join(ein.subs)))
+        summed = [c for c in letters if c not in out]
+        outer = list(dict.fromkeys(out))
+        self.loop_work += math.prod(sizes[c] for c in letters)
+        if self.loop_work > MAX_LOOP_WORK:
+            raise _Unsupported("loops too long")
+        body: list[str] = []
+        depth = 1
+        for c in outer:
+            body.append("    " * depth + f"for {c}_ in range({sizes[c]}):")
+            depth += 1
+        factors = [f"x{k}[{_flat([c + '_' for c in sub], _strides(a.shape))}]"
+                   for k, (a, sub) in enumerate(zip(n.args, ein.subs, strict=True))]
+        if ein.safe and len(factors) == 2:
+            term = f"(0.0 if {factors[0]} == 0.0 else {factors[0]} * {factors[1]})"
+        else:
+            term = " * ".join(factors) if factors else "1.0"
+        target = f"out[{_flat([c + '_' for c in out], _strides(n.shape))}]"
+        if not summed:  # (the product itself: a sum from 0.0 would turn -0.0 into 0.0)
+            body.append("    " * depth + f"{target} = {term}")
+        else:
+            body.append("    " * depth + "acc = 0.0")
+            inner = depth
+            for c in summed:
+                body.append("    " * inner + f"for {c}_ in range({sizes[c]}):")
+                inner += 1
+            body.append("    " * inner + f"acc += {term}")
+            body.append("    " * depth + f"{target} = acc")
+        helper = self.helper([f"x{k}" for k in range(len(n.args))] + ["out"], body)
+        self.text.line(1, f"{name} = np.zeros({n.size}, np.float64)")
+        self.text.line(1, f"{helper}({', '.join([self.var[a] for a in n.args] + [name])})")
+
+    def _gemm(self, n: t.Node, name: str) -> bool:
+        """A product that is one matrix product (``A @ B`` with each operand's letters its
+        rows then columns, or the other way round): one ``gemm`` call."""
+        ein = n.param
+        if len(n.args) != 2 or ein.safe:
+            return False
+        (sa, sb), out = ein.subs, ein.out
+        if any(len(set(s)) != len(s) for s in (sa, sb, out)) or set(out) - set(sa + sb):
+            return False
+        common = [c for c in sa if c in sb]
+        if any(c in out for c in common) or set(sa + sb) - set(out) - set(common):
+            return False  # (a batch letter, or one summed in one operand only)
+        free_a, free_b = [c for c in sa if c not in sb], [c for c in sb if c not in sa]
+        sizes = ein.size_of()
+        m, k, p = (math.prod(sizes[c] for c in g) for g in (free_a, common, free_b))
+        if "".join(free_a + free_b) == out:
+            first, second, rows, cols = (n.args[0], sa, free_a), (n.args[1], sb, free_b), m, p
+        elif "".join(free_b + free_a) == out:
+            first, second, rows, cols = (n.args[1], sb, free_b), (n.args[0], sa, free_a), p, m
+        else:
+            return False
+        ck = "".join(common)
+        # op(X) is rows x k: X's letters are (rows, k) -> no transpose, (k, rows) -> transposed
+        x, sx, fx = first
+        y, sy, fy = second
+        if sx == "".join(fx) + ck:
+            ta, lda = 111, max(1, k)
+        elif sx == ck + "".join(fx):
+            ta, lda = 112, max(1, rows)
+        else:
+            return False
+        if sy == ck + "".join(fy):
+            tb, ldb = 111, max(1, cols)
+        elif sy == "".join(fy) + ck:
+            tb, ldb = 112, max(1, k)
+        else:
+            return False
+        text = self.text
+        if k == 0 or rows == 0 or cols == 0:
+            text.line(1, f"{name} = np.zeros({n.size}, np.float64)")
+            return True
+        text.line(1, f"{name} = np.empty({n.size}, np.float64)")
+        if cols == 1 or rows == 1:  # (a matrix times a vector: y = op(X) x, or yᵀ = xᵀ op(Y))
+            if cols == 1:
+                mat, vec, trans, shape = x, y, ta, (rows, k) if ta == 111 else (k, rows)
+            else:
+                mat, vec, trans, shape = y, x, 223 - tb, (k, cols) if tb == 111 else (cols, k)
+            text.line(1, f"mv({trans}, {shape[0]}, {shape[1]}, {self.var[mat]}, {max(1, shape[1])}, {self.var[vec]}, "
+                         f"{name})")
+            return True
+        text.line(1, f"mm({ta}, {tb}, {rows}, {cols}, {k}, {self.var[x]}, {lda}, {self.var[y]}, {ldb}, {name}, "
+                     f"{max(1, cols)})")
+        return True
+
+    def placed(self, n: t.Node, name: str) -> bool:
+        """Structure: reshapes (the same flat array), windows and views (entries picked),
+        stacks, concatenations and embeddings (entries placed).  Whether the value is an
+        array of its own (else it shares its operand's memory)."""
+        text = self.text
+        op, p = n.op, n.param
+        if op == "reshape":
+            text.line(1, f"{name} = {self.var[n.args[0]]}")
+            return False
+        if op in ("slice", "view"):
+            a = n.args[0]
+            key = p.key() if op == "slice" else p[0]
+            picked = text.pick(self.var[a], np.arange(a.size).reshape(a.shape)[key])
+            text.line(1, f"{name} = {picked}")
+            return picked.startswith("pick(")  # (a range: a view of the operand's array)
+        whole = np.arange(n.size).reshape(n.shape)
+        if op == "embed":
+            text.line(1, f"{name} = np.zeros({n.size}, np.float64)")
+            text.line(1, text.place(name, whole[p[0].key()], self.var[n.args[0]]))
+            return True
+        text.line(1, f"{name} = np.empty({n.size}, np.float64)")
+        start = 0
+        for a in n.args:
+            if op == "stack":
+                part = np.take(whole, start, axis=p)
+                start += 1
+            else:  # concat
+                length = a.shape[p]
+                part = np.take(whole, np.arange(start, start + length), axis=p)
+                start += length
+            text.line(1, text.place(name, part, self.var[a]))
+        return True
+
+
+def eligible(order: Sequence[t.Node], known: dict, dtype) -> bool:
+    """Whether a program may become one function (what :func:`source` checks first, cheaply:
+    a plan asks when it is made, and writes the text only when the function is built)."""
+    if np.dtype(dtype) != np.float64:
+        return False
+    computed = [n for n in order if n not in known and n.op != "input"]
+    if len(computed) < MIN_STEPS or sum(n.size for n in computed) > MAX_ENTRIES:
+        return False
+    return not any(n.op not in _KINDS or n.dtype != np.float64 or n.size == 0
+                   or any(a.dtype != np.float64 for a in n.args) for n in computed)
+
+
+def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, known: dict, dtype
+           ) -> tuple[str, np.ndarray, np.ndarray, list[int]] | None:
+    """``(text, K, I, leaf positions)`` of the program's function ``run(*leaves, K, I) ->
+    (flat outputs)``, or None where it has a step it cannot take or is too large.
+    ``leaves``: input node -> its position among the plan's leaves; ``known``: node -> its
+    value (constants)."""
+    if not eligible(order, known, dtype):
+        return None
+    dtype = np.dtype(dtype)
+    computed = [n for n in order if n not in known and n.op != "input"]
+    writer = _Writer(dtype)
+    text = writer.text
+    used = sorted({leaves[a] for n in computed for a in n.args if a.op == "input"} |
+                  {leaves[o] for o in outputs if o.op == "input"})
+    # local name -> the name of the array whose memory it is (None: an argument's)
+    root: dict = {}
+    try:
+        for n in order:
+            if n.op == "input":
+                name = writer.var[n] = f"L{leaves[n]}"
+                root[name] = None
+        reads = {a for n in computed for a in n.args} | set(outputs)
+        for n in order:
+            if n in known and n in reads:
+                start, stop = text.const(np.broadcast_to(np.asarray(known[n], dtype=dtype), n.shape))
+                name = writer.var[n] = f"v{len(writer.var)}"
+                text.line(1, f"{name} = K[{start}:{stop}]")
+                root[name] = None
+        for n in computed:
+            name = writer.var[n] = f"v{len(writer.var)}"
+            if n.op == "map":
+                writer.map(n, name)
+                root[name] = name
+            elif n.op == "einsum":
+                writer.einsum(n, name)
+                root[name] = name
+            else:
+                root[name] = name if writer.placed(n, name) else root[writer.var[n.args[0]]]
+    except _Unsupported:
+        return None
+    results = []
+    handed: set = set()
+    for o in outputs:
+        name = writer.var[o]
+        # (an output has an array of its own: one that is an argument's memory, or handed out
+        # already, is copied)
+        mine = root[name]
+        results.append(name if mine is not None and mine not in handed else f"{name}.copy()")
+        handed.add(mine)
+    decorator = "@njit(error_model=\"numpy\", nogil=True)"
+    lines = [
+        "# symjac whole program (generated; do not edit): an array program as one function",
+        "# (symjac.runtime.whole); its constants and index lists are its arguments K and I.",
+        f"# revision {_REVISION}",
+        "import math",
+        "import numpy as np",
+        "from numba import njit",
+        "from symjac.runtime.jit.blas import gemm_block, gemv_block",
+        "",
+        "",
+        '@njit("float64[::1](float64[::1], intp[::1])", error_model="numpy", nogil=True)',
+        "def pick(x, at):",
+        "    out = np.empty(at.size, np.float64)",
+        "    for j in range(at.size):",
+        "        out[j] = x[at[j]]",
+        "    return out",
+        "",
+        "",
+        '@njit("void(float64[::1], int64, float64[::1])", error_model="numpy", nogil=True)',
+        "def put(out, start, x):",
+        "    for j in range(x.size):",
+        "        out[start + j] = x[j]",
+        "",
+        "",
+        '@njit("void(float64[::1], intp[::1], float64[::1])", error_model="numpy", nogil=True)',
+        "def place(out, at, x):",
+        "    for j in range(at.size):",
+        "        out[at[j]] = x[j]",
+        "",
+        "",
+        "# (the helpers of integers have their types: called with the sizes as literals, they were",
+        "# typed and compiled again for each call)",
+        '@njit("void(int64, int64, int64, float64[::1], int64, float64[::1], float64[::1])", error_model="numpy",',
+        "      nogil=True)",
+        "def mv(trans, m, n, a, lda, x, y):",
+        '    gemv_block("symjac_cblas_dgemv", trans, m, n, a.ctypes.data, lda, x.ctypes.data, y.ctypes.data)',
+        "",
+        "",
+        '@njit("void(int64, int64, int64, int64, int64, float64[::1], int64, float64[::1], int64, float64[::1], int64)",',
+        '      error_model="numpy", nogil=True)',
+        "def mm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc):",
+        '    gemm_block("symjac_cblas_dgemm", ta, tb, m, n, k, a.ctypes.data, lda, b.ctypes.data, ldb, c.ctypes.data, ldc)',
+    ]
+    for body, name in writer.helpers.items():
+        lines += ["", "", decorator, body.replace("{name}", name, 1)]
+    lines += ["", "", decorator, "def run(" + "".join(f"L{k}, " for k in used) + "K, I):"]
+    lines += text.lines + [f"    return ({', '.join(results)},)", ""]
+    consts = np.concatenate(text.consts) if text.consts else np.zeros(0)
+    ints = np.concatenate(text.ints) if text.ints else np.zeros(0, dtype=np.intp)
+    if consts.size > MAX_ENTRIES:
+        return None
+    return "\n".join(lines), consts, ints.astype(np.intp), used
+
+
+_kernels: weakref.WeakSet = weakref.WeakSet()
+
+
+def _nothing() -> None:
+    return None
+
+
+class WholeKernel(fused.FusedMap):
+    """A plan's whole program as one compiled function, built, compiled and chosen against
+    the plan's NumPy steps like a fused element function (``fused.FusedMap``)."""
+
+    __slots__ = ("make", "leaf_sizes", "shapes", "text", "consts", "ints", "used", "sizes", "kernel", "__weakref__")
+
+    def __init__(self, make: Callable[[], tuple | None], leaf_sizes: dict, shapes: list[tuple]) -> None:
+        super().__init__(None, [], ())
+        self.make = make  #: ``make()``: :func:`source`'s value for the program
+        self.leaf_sizes = leaf_sizes  #: leaf position -> its entries
+        self.shapes = shapes  #: the outputs' shapes
+        self.text = ""
+        self.consts = self.ints = np.zeros(0)
+        self.used: list[int] = []
+        self.sizes: list[int] = []  #: the entries of each leaf the function reads (checked on every call)
+        self.kernel = None
+        self.batch = self  # (``served`` asks ``batch.kernel``)
+        _kernels.add(self)
+
+    def _build(self) -> None:
+        from numba import types
+
+        from .jit import blas, cache, wrappers
+
+        try:
+            spec = self.make()
+            if spec is None or blas.library() is None:  # (NumPy's OpenBLAS, called by symbol)
+                self.state = "none"
+                return
+            text, self.consts, self.ints, self.used = spec
+            self.sizes = [self.leaf_sizes[k] for k in self.used]
+            self.text = text
+            path = cache.write_module(text, f"whole_{cache.source_digest(text)}")
+            kernel = cache.load_function(path, "run", lambda: text)
+            flat = types.Array(types.float64, 1, "C")
+            wrappers.compile_kernel(kernel, types.none(*([flat] * len(self.sizes)), flat,
+                                                       types.Array(types.intp, 1, "C")))
+        except Exception:  # noqa: BLE001 -- a step Numba does not take, no cache: NumPy's steps serve
+            self.state = "none"
+            return
+        finally:
+            self.make = _nothing  # (the program's nodes and constants are let go)
+        self.kernel = kernel
+        self.state = "ready"
+
+    def call(self, leaves: Sequence) -> list[np.ndarray] | None:
+        """The outputs through the function (None where a leaf is not what it was compiled
+        for: NumPy's steps serve that call)."""
+        kernel = self.kernel
+        if kernel is None:
+            return None
+        args = []
+        for k, size in zip(self.used, self.sizes, strict=True):
+            x = leaves[k]
+            if not fused.usable(x, np.float64):
+                x = np.array(x, dtype=np.float64, order="C")
+            if x.size != size:
+                return None
+            args.append(x.reshape(size))
+        flat = kernel(*args, self.consts, self.ints)
+        return [v.reshape(shape) for v, shape in zip(flat, self.shapes, strict=True)]
+
+
+def _after_fork() -> None:
+    """In a forked child: a function the parent was compiling in the background is started
+    again on the plan's next run (the parent's compile does not go on here)."""
+    for kernel in list(_kernels):
+        if kernel.state == "started" and kernel.kernel is None and kernel.make is not _nothing:
+            kernel.state = "new"
+
+
+os.register_at_fork(after_in_child=_after_fork)
