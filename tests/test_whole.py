@@ -207,3 +207,35 @@ def test_a_leaf_it_was_not_compiled_for_is_refused_or_converted(wrong):
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-13 * np.max(np.abs(w)))
 
+
+
+def test_a_forked_child_runs_the_function_and_restarts_an_unfinished_compile():
+    import os
+
+    loss, args = _rnn(steps=4, hidden=8, inputs=3)
+    plan, leaves = _ready(sj.grad(loss, argnums=(0, 1)), *args)
+    want = plan._steps(leaves)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # (the child: the parent's compiled function, the same values)
+        ok = False
+        try:
+            got = plan.whole.call(leaves)
+            ok = all(np.allclose(g, w, rtol=1e-12, atol=1e-14) for g, w in zip(got, want, strict=True))
+        finally:
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+    # a compile the parent had under way when it forked is started again in the child
+    sj.clear_caches()
+    with sj.using_tier("array"), sj.compiling("never"):
+        T = sj.grad(loss, argnums=(0, 1))
+        T(*args)
+        pending = dispatch.compiled_for(T.request, args).plan.whole
+    pending.state = "started"
+    whole._after_fork()
+    assert pending.state == "new" and pending.kernel is None

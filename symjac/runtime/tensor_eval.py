@@ -1409,7 +1409,7 @@ class Plan:
                 leaves = {n: n.param.index for n in whole_order if n.op == "input"}
                 self.whole = whole.WholeKernel(
                     lambda: whole.source(whole_order, whole_program, leaves, known, self.dtype),
-                    {n.param.index: n.size for n in whole_order if n.op == "input"},
+                    {n.param.index: tuple(n.shape) for n in whole_order if n.op == "input"},
                     [tuple(o.shape) for o in whole_program])
                 self.fused.append(self.whole)
 

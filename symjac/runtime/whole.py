@@ -47,7 +47,10 @@ MAX_ENTRIES = 1 << 20
 MAX_LOOP_WORK = 1 << 22
 MAX_LINES = 6000
 
-_REVISION = 1  #: in the module's text: a change to how it is written gives a new file (and cache)
+_REVISION = 2  #: in the module's text: a change to how it is written gives a new file (and cache)
+#: nodes read as they are: the arguments, and constants (a fill a region took in is not among
+#: the plan's folded values: its value is the node's own)
+_LEAVES = ("input", "const", "fill")
 _KINDS = ("map", "einsum", "reshape", "slice", "view", "stack", "concat", "embed")
 
 #: libm names (the records' ``call``) -> what the text calls for them (Numba's scalar functions)
@@ -437,7 +440,7 @@ def eligible(order: Sequence[t.Node], known: dict, dtype) -> bool:
     a plan asks when it is made, and writes the text only when the function is built)."""
     if np.dtype(dtype) != np.float64:
         return False
-    computed = [n for n in order if n not in known and n.op != "input"]
+    computed = [n for n in order if n not in known and n.op not in _LEAVES]
     if len(computed) < MIN_STEPS or sum(n.size for n in computed) > MAX_ENTRIES:
         return False
     return not any(n.op not in _KINDS or n.dtype != np.float64 or n.size == 0
@@ -453,7 +456,7 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
     if not eligible(order, known, dtype):
         return None
     dtype = np.dtype(dtype)
-    computed = [n for n in order if n not in known and n.op != "input"]
+    computed = [n for n in order if n not in known and n.op not in _LEAVES]
     writer = _Writer(dtype)
     text = writer.text
     used = sorted({leaves[a] for n in computed for a in n.args if a.op == "input"} |
@@ -467,8 +470,9 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
                 root[name] = None
         reads = {a for n in computed for a in n.args} | set(outputs)
         for n in order:
-            if n in known and n in reads:
-                start, stop = text.const(np.broadcast_to(np.asarray(known[n], dtype=dtype), n.shape))
+            if (n in known or n.op in ("const", "fill")) and n in reads:
+                value = known[n] if n in known else n.param.value if n.op == "const" else n.param[0]
+                start, stop = text.const(np.broadcast_to(np.asarray(value, dtype=dtype), n.shape))
                 name = writer.var[n] = f"v{len(writer.var)}"
                 text.line(1, f"{name} = K[{start}:{stop}]")
                 root[name] = None
@@ -491,7 +495,10 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
         # (an output has an array of its own: one that is an argument's memory, or handed out
         # already, is copied)
         mine = root[name]
-        results.append(name if mine is not None and mine not in handed else f"{name}.copy()")
+        value = name if mine is not None and mine not in handed else f"{name}.copy()"
+        if o.ndim >= 2:  # (shaped here: a view, where NumPy's reshape took ~0.4 µs an output)
+            value += f".reshape(({', '.join(str(int(d)) for d in o.shape)},))"
+        results.append(value)
         handed.add(mine)
     decorator = "@njit(error_model=\"numpy\", nogil=True)"
     lines = [
@@ -539,7 +546,11 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
     ]
     for body, name in writer.helpers.items():
         lines += ["", "", decorator, body.replace("{name}", name, 1)]
-    lines += ["", "", decorator, "def run(" + "".join(f"L{k}, " for k in used) + "K, I):"]
+    shapes = {k: n.shape for n, k in leaves.items()}
+    lines += ["", "", decorator, "def run(" + "".join(f"P{k}, " for k in used) + "K, I):"]
+    # (the leaves come as they are, of their own number of axes, at least one: flat views here)
+    lines += [f"    L{k} = P{k}.reshape({math.prod(shapes[k])})" if len(shapes[k]) >= 2 else f"    L{k} = P{k}"
+              for k in used]
     lines += text.lines + [f"    return ({', '.join(results)},)", ""]
     consts = np.concatenate(text.consts) if text.consts else np.zeros(0)
     ints = np.concatenate(text.ints) if text.ints else np.zeros(0, dtype=np.intp)
@@ -559,17 +570,18 @@ class WholeKernel(fused.FusedMap):
     """A plan's whole program as one compiled function, built, compiled and chosen against
     the plan's NumPy steps like a fused element function (``fused.FusedMap``)."""
 
-    __slots__ = ("make", "leaf_sizes", "shapes", "text", "consts", "ints", "used", "sizes", "kernel", "__weakref__")
+    __slots__ = ("make", "leaf_shapes", "shapes", "text", "consts", "ints", "used", "in_shapes", "kernel",
+                 "__weakref__")
 
-    def __init__(self, make: Callable[[], tuple | None], leaf_sizes: dict, shapes: list[tuple]) -> None:
+    def __init__(self, make: Callable[[], tuple | None], leaf_shapes: dict, shapes: list[tuple]) -> None:
         super().__init__(None, [], ())
         self.make = make  #: ``make()``: :func:`source`'s value for the program
-        self.leaf_sizes = leaf_sizes  #: leaf position -> its entries
+        self.leaf_shapes = leaf_shapes  #: leaf position -> its shape
         self.shapes = shapes  #: the outputs' shapes
         self.text = ""
         self.consts = self.ints = np.zeros(0)
         self.used: list[int] = []
-        self.sizes: list[int] = []  #: the entries of each leaf the function reads (checked on every call)
+        self.in_shapes: list[tuple] = []  #: the shape of each leaf the function reads (checked on every call)
         self.kernel = None
         self.batch = self  # (``served`` asks ``batch.kernel``)
         _kernels.add(self)
@@ -585,13 +597,14 @@ class WholeKernel(fused.FusedMap):
                 self.state = "none"
                 return
             text, self.consts, self.ints, self.used = spec
-            self.sizes = [self.leaf_sizes[k] for k in self.used]
+            self.in_shapes = [tuple(self.leaf_shapes[k]) for k in self.used]
             self.text = text
             path = cache.write_module(text, f"whole_{cache.source_digest(text)}")
             kernel = cache.load_function(path, "run", lambda: text)
-            flat = types.Array(types.float64, 1, "C")
-            wrappers.compile_kernel(kernel, types.none(*([flat] * len(self.sizes)), flat,
+            leaves = [types.Array(types.float64, max(1, len(shape)), "C") for shape in self.in_shapes]
+            wrappers.compile_kernel(kernel, types.none(*leaves, types.Array(types.float64, 1, "C"),
                                                        types.Array(types.intp, 1, "C")))
+            kernel.disable_compile()  # (other argument types raise TypeError: ``call`` converts them)
         except Exception:  # noqa: BLE001 -- a step Numba does not take, no cache: NumPy's steps serve
             self.state = "none"
             return
@@ -601,21 +614,25 @@ class WholeKernel(fused.FusedMap):
         self.state = "ready"
 
     def call(self, leaves: Sequence) -> list[np.ndarray] | None:
-        """The outputs through the function (None where a leaf is not what it was compiled
-        for: NumPy's steps serve that call)."""
+        """The outputs through the function (None where a leaf is not of the shape it was
+        compiled for: NumPy's steps serve that call).  A leaf of another dtype or layout, or
+        read-only, is refused by the function's types (it compiles no other) and converted."""
         kernel = self.kernel
         if kernel is None:
             return None
         args = []
-        for k, size in zip(self.used, self.sizes, strict=True):
+        for k, shape in zip(self.used, self.in_shapes, strict=True):
             x = leaves[k]
-            if not fused.usable(x, np.float64):
-                x = np.array(x, dtype=np.float64, order="C")
-            if x.size != size:
-                return None
-            args.append(x.reshape(size))
-        flat = kernel(*args, self.consts, self.ints)
-        return [v.reshape(shape) for v, shape in zip(flat, self.shapes, strict=True)]
+            if type(x) is not np.ndarray or x.shape != shape:
+                x = np.asarray(x)
+                if x.shape != shape:
+                    return None
+            args.append(x if shape else x.reshape(1))
+        try:
+            values = kernel(*args, self.consts, self.ints)
+        except TypeError:
+            values = kernel(*[np.array(x, dtype=np.float64, order="C") for x in args], self.consts, self.ints)
+        return [v if shape else v.reshape(()) for v, shape in zip(values, self.shapes, strict=True)]
 
 
 def _after_fork() -> None:
