@@ -6,22 +6,25 @@ of their work: an RNN's gradient over 20 steps (hidden 128) is ~110 steps of
 (``np.tanh`` of 128 values alone takes ~3 µs), ~0.35 ms in all, where the
 arithmetic and the BLAS calls in it take ~0.15 ms.  Here such a program
 becomes one Numba function: element functions as loops over their entries
-(the records' arithmetic, NumPy's functions on scalars), products as the same
-OpenBLAS ``gemm`` NumPy calls (``jit/blas.py``'s symbol) or, where no matrix
-product fits, as loops, structure as index arithmetic known when the text is
-written.  It compiles in the background like the plan's other loops; until it
+(one helper function per distinct loop; the records' own formulas, NumPy's
+functions on scalars where a formula needs a fused multiply-add), products as
+the OpenBLAS ``gemv`` and ``gemm`` NumPy calls (called by symbol, as
+``jit/blas.py`` does) or, where no matrix product fits, as loops, structure as
+index arithmetic known when the text is written.  It compiles in the background like the plan's other loops; until it
 is ready, and wherever it measures slower, the plan's NumPy steps serve
 (``fused.FusedMap.served``).
 
 The text holds only names made here and integers from the program's shapes: the
 program's constants (a model's weights, an element function's numbers) are one
 float array the function reads, the index lists of its structure one integer
-array.  Every value is a flat C-contiguous array of the program's dtype.
+array.  Every value is a flat C-contiguous array of the program's dtype
+(float64: the only dtype taken).
 
-Bits: products sum in BLAS's order as the plan's do, but element functions call
-Numba's scalar ``tanh``, ``exp``, ... (the C library's), where NumPy's SIMD
-loops may round differently (within 2 ulp, ``docs/numerics.md``); sums written as
-loops add in order.  IEEE special values are kept (no fast-math, NumPy's error
+Bits: products sum in BLAS's order as the plan's do (its matrix-vector products
+by ``gemv``, where NumPy may call ``gemm``: within rounding); element functions
+call the C library's ``sin``, ``log``, ... and Numba's scalar ``tanh`` and
+``exp``, where NumPy's SIMD loops may round differently (within 2 ulp,
+``docs/numerics.md``); sums written as loops add in order.  IEEE special values are kept (no fast-math, NumPy's error
 model: a division by zero is inf, not an exception)."""
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from . import fused
 MIN_STEPS = 8
 #: ... and of more than this many entries in its values, or of more multiply-adds in the
 #: products written as loops (BLAS's are not counted), or of more lines of text (Numba's
-#: compile time grows with them: the RNN's ~1,100 lines took ~3 s)
+#: compile time grows with them: an RNN's gradient over 20 steps, ~300 lines, took ~5 s)
 MAX_ENTRIES = 1 << 20
 MAX_LOOP_WORK = 1 << 22
 MAX_LINES = 6000
@@ -450,7 +453,8 @@ def eligible(order: Sequence[t.Node], known: dict, dtype) -> bool:
 def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, known: dict, dtype
            ) -> tuple[str, np.ndarray, np.ndarray, list[int]] | None:
     """``(text, K, I, leaf positions)`` of the program's function ``run(*leaves, K, I) ->
-    (flat outputs)``, or None where it has a step it cannot take or is too large.
+    (outputs)`` (the leaves it reads, in order, each of at least one axis), or None where it
+    has a step it cannot take or is too large.
     ``leaves``: input node -> its position among the plan's leaves; ``known``: node -> its
     value (constants)."""
     if not eligible(order, known, dtype):
