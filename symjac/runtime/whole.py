@@ -40,7 +40,6 @@ from ..backend import ssa as _ssa
 from ..ir import ops as _ops
 from ..ir import tensor as t
 from . import fused
-from . import tensor_eval as _tensor_eval
 
 #: a program of fewer steps keeps its NumPy steps (their calls cost what the kernel's does)
 MIN_STEPS = 8
@@ -51,12 +50,24 @@ MAX_ENTRIES = 1 << 20
 MAX_LOOP_WORK = 1 << 22
 MAX_LINES = 6000
 
-_REVISION = 3  #: in the module's text: a change to how it is written gives a new file (and cache)
+_REVISION = 2  #: in the module's text: a change to how it is written gives a new file (and cache)
 #: nodes read as they are: the arguments, and constants (a fill a region took in is not among
 #: the plan's folded values: its value is the node's own)
 _LEAVES = ("input", "const", "fill")
 _KINDS = ("map", "einsum", "reshape", "slice", "view", "stack", "concat", "embed")
 
+#: libm names (the records' ``call``) -> what the text calls for them (Numba's scalar functions)
+_CALLS = {
+    "sin": "math.sin", "cos": "math.cos", "tan": "math.tan", "asin": "math.asin", "acos": "math.acos",
+    "atan": "math.atan", "atan2": "math.atan2", "sinh": "math.sinh", "cosh": "math.cosh", "tanh": "math.tanh",
+    "asinh": "math.asinh", "acosh": "math.acosh", "atanh": "math.atanh", "exp": "math.exp", "expm1": "math.expm1",
+    "log": "math.log", "log1p": "math.log1p", "exp2": "np.exp2", "log2": "math.log2", "log10": "math.log10",
+    "pow": "np.power", "hypot": "math.hypot", "cbrt": "np.cbrt", "rint": "np.rint", "trunc": "np.trunc",
+    "fmod": "np.fmod", "erf": "math.erf", "erfc": "math.erfc", "lgamma": "math.lgamma",
+}
+#: exact intrinsics -> their scalar functions (floor and ceil as NumPy's: Python's give integers)
+_INTRINSICS = {"sqrt": "math.sqrt", "fabs": "math.fabs", "floor": "np.floor", "ceil": "np.ceil",
+               "copysign": "math.copysign"}
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
 #: a record whose reference is one of these ufuncs is called by it (its name is NumPy's own)
 _UFUNCS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"}
@@ -153,17 +164,13 @@ class _Scalar:
         return self._let(f"-{a}")
 
     def call(self, function: str, *args):
-        # (the array steps' table of the C library's functions: NumPy's on scalars; erf, erfc and
-        # lgamma, which NumPy lacks, Python's ``math``, as the array steps call them too)
-        fn = _ufunc_name(_tensor_eval._LIBM.get(function))
-        if fn is None and function in ("erf", "erfc", "lgamma"):
-            fn = f"math.{function}"
+        fn = _CALLS.get(function)
         if fn is None:
             raise _Unsupported(function)
         return self._let(f"{fn}({', '.join(args)})")
 
     def intrinsic(self, name: str, *args):
-        fn = _ufunc_name(_tensor_eval._INTRINSIC.get(name))
+        fn = _INTRINSICS.get(name)
         if fn is None:  # (fma: no exact scalar one here)
             raise _Unsupported(name)
         return self._let(f"{fn}({', '.join(args)})")
