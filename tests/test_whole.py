@@ -3,22 +3,29 @@ one compiled function, with the values of the plan's NumPy steps (to rounding wh
 or calls a C library function; bit for bit for arithmetic, comparisons and IEEE special
 values), and arrays of its own for every output."""
 
+import os
+import re
+
 import numpy as np
 import pytest
 
 import symjac as sj
-from symjac.runtime import dispatch, whole
+from symjac.runtime import dispatch, tensor_eval, whole
 
 RNG = np.random.default_rng(53)
 
 
-def _ready(T, *args):
+def _ready(T, *args, plans=None):
     """``(plan, leaves)``: the array plan of ``T(*args)`` with its whole-program kernel
-    compiled, and the leaves it runs on."""
+    compiled, and the leaves it runs on (``plans``: a list the plans made are put in, where
+    ``T`` is a ``vmap``'s, which has no request of its own)."""
     sj.clear_caches()
     with sj.using_tier("array"), sj.compiling("sync"):
         T(*args)
-        plan = dispatch.compiled_for(T.request, args).plan
+        if plans is None:
+            plan = dispatch.compiled_for(T.request, args).plan
+        else:
+            plan = [p for p in plans if p.whole is not None][-1]
         seen: list = []
         real = plan.run
         plan.run = lambda leaves: seen.append(leaves) or real(leaves)
@@ -209,27 +216,33 @@ def test_a_leaf_it_was_not_compiled_for_is_refused_or_converted(wrong):
 
 
 
-def test_a_forked_child_runs_the_function_and_restarts_an_unfinished_compile():
-    import os
-
-    loss, args = _rnn(steps=4, hidden=8, inputs=3)
-    plan, leaves = _ready(sj.grad(loss, argnums=(0, 1)), *args)
-    want = plan._steps(leaves)
+def _in_child(check) -> bool:
+    """``check()`` in a forked child: whether it said True and the child ended normally."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # (the child: the parent's compiled function, the same values)
+    if pid == 0:
         ok = False
         try:
-            got = plan.whole.call(leaves)
-            ok = all(np.allclose(g, w, rtol=1e-12, atol=1e-14) for g, w in zip(got, want, strict=True))
+            ok = bool(check())
         finally:
             os.write(write, b"1" if ok else b"0")
             os._exit(0)
     os.close(write)
     answer = os.read(read, 1)
     os.close(read)
-    os.waitpid(pid, 0)
-    assert answer == b"1"
+    _, status = os.waitpid(pid, 0)
+    return status == 0 and answer == b"1"
+
+
+def test_a_forked_child_runs_the_function_and_restarts_an_unfinished_compile():
+    loss, args = _rnn(steps=4, hidden=8, inputs=3)
+    plan, leaves = _ready(sj.grad(loss, argnums=(0, 1)), *args)
+    want = plan._steps(leaves)
+
+    def same():  # (the child: the parent's compiled function, the same values)
+        got = plan.whole.call(leaves)
+        return all(np.allclose(g, w, rtol=1e-12, atol=1e-14) for g, w in zip(got, want, strict=True))
+    assert _in_child(same)
     # a compile the parent had under way when it forked is started again in the child
     sj.clear_caches()
     with sj.using_tier("array"), sj.compiling("never"):
@@ -239,3 +252,84 @@ def test_a_forked_child_runs_the_function_and_restarts_an_unfinished_compile():
     pending.state = "started"
     whole._after_fork()
     assert pending.state == "new" and pending.kernel is None
+
+
+def _pinn(points=2048, width=32):
+    """A tanh network's Laplacian at ``points`` points: arrays of points x width entries."""
+    W1, W2, w3 = RNG.normal(size=(width, 2)), RNG.normal(size=(width, width)) / width ** 0.5, RNG.normal(size=width)
+
+    def u(p):
+        return w3 @ np.tanh(W2 @ np.tanh(W1 @ p + 0.1) - 0.2)
+    return sj.vmap(sj.laplacian(u)), (RNG.uniform(-1, 1, size=(points, 2)),), u
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    """The array plans made while a test runs."""
+    made: list = []
+    real = tensor_eval.Plan.__init__
+
+    def init(self, *a, **k):
+        real(self, *a, **k)
+        made.append(self)
+    monkeypatch.setattr(tensor_eval.Plan, "__init__", init)
+    return made
+
+
+def test_a_big_program_runs_on_threads_in_a_reused_workspace_with_the_steps_values(plans):
+    T, args, u = _pinn()
+    plan, leaves = _ready(T, *args, plans=plans)
+    text = plan.whole.text
+    # its element functions are loops over the points on Numba's threads (tanh the records'
+    # arithmetic, no libm call), its products BLAS's in blocks of rows, one per thread
+    assert plan.whole.threaded is not None and "prange(" in text and "mmp(" in text
+    assert "np.tanh" not in text and "fma(" in text
+    # values it does not return are places in one workspace, taken again once dead: smaller
+    # than all of them together
+    places = [int(b) - int(a) for a, b in re.findall(r"= W\[(\d+):(\d+)\]", text)]
+    assert len(places) > 2 and 0 < plan.whole.work < sum(places)
+    first = _compare(plan, leaves, rtol=1e-12)
+    kept = [g.copy() for g in first]
+    again = plan.whole.call(leaves)
+    for g, k, a in zip(first, kept, again, strict=True):
+        assert not np.shares_memory(g, plan.whole.local.work) and not np.shares_memory(g, a)
+        np.testing.assert_array_equal(g, k)  # (the second call wrote nothing the first handed out)
+        np.testing.assert_array_equal(a, k)
+    # and it is the Laplacian: against central differences of the network at one point
+    p, h = args[0][7], 1e-4
+    fd = sum(u(p + h * e) - 2 * u(p) + u(p - h * e) for e in np.eye(2)) / h ** 2
+    assert abs(fd - first[0][7]) < 1e-5 * max(1.0, abs(fd))
+
+
+def test_a_forked_child_of_a_process_that_ran_threads_runs_serially(plans):
+    """GNU OpenMP's threads do not survive a fork (Numba ends a child at its first parallel
+    loop): a child of a process that ran them runs every loop on its own thread."""
+    from symjac.runtime.jit import wrappers
+
+    T, args, _ = _pinn(points=1024)
+    plan, leaves = _ready(T, *args, plans=plans)
+    with sj.using_tier("array"):
+        want = T(*args)
+    started = wrappers._gnu_openmp_started()
+
+    def serial():
+        with sj.using_tier("array"):
+            got = T(*args)
+        return (np.allclose(got, want, rtol=1e-12, atol=1e-12) and wrappers.threads_usable() is not started
+                and (plan.whole.call(leaves) is None) is started)
+    assert _in_child(serial)
+
+
+def test_the_fused_multiply_add_and_power_of_two_of_the_generated_functions():
+    from numba import njit
+
+    from symjac.runtime.jit.lanes import exp2i, fma
+
+    both = njit(lambda a, b, c, k: (fma(a, b, c), exp2i(k)))
+    a, b = 1.0 + 2.0 ** -30, 1.0 - 2.0 ** -30
+    # a * b = 1 - 2**-60 exactly: fused, minus 1 is -2**-60; separately it rounds to 0
+    assert both(a, b, -1.0, 0.0)[0] == -(2.0 ** -60)
+    for k in (-1022.0, -1.0, 0.0, 1.0, 52.0, 1023.0):
+        assert both(1.0, 1.0, 0.0, k)[1] == 2.0 ** k
+    assert both(1.0, 1.0, 0.0, 1024.0)[1] == np.inf and both(1.0, 1.0, 0.0, 5000.0)[1] == np.inf
+    assert both(1.0, 1.0, 0.0, -1023.0)[1] == 0.0 and both(1.0, 1.0, 0.0, -5000.0)[1] == 0.0

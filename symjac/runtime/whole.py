@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import threading
 import weakref
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,17 +43,24 @@ from ..backend import ssa as _ssa
 from ..ir import ops as _ops
 from ..ir import tensor as t
 from . import fused
+from .jit import wrappers
 
 #: a program of fewer steps keeps its NumPy steps (their calls cost what the kernel's does)
 MIN_STEPS = 8
 #: ... and of more than this many entries in its values, or of more multiply-adds in the
 #: products written as loops (BLAS's are not counted), or of more lines of text (Numba's
 #: compile time grows with them: an RNN's gradient over 20 steps, ~300 lines, took ~5 s)
-MAX_ENTRIES = 1 << 20
-MAX_LOOP_WORK = 1 << 22
+MAX_ENTRIES = 1 << 24
+MAX_LOOP_WORK = 1 << 26
 MAX_LINES = 6000
+#: a loop of this many entries (or multiply-adds) runs on all cores (``prange`` over its
+#: outermost axis); a smaller one on the calling thread, where waking threads costs more than
+#: it saves
+PARALLEL_WORK = 1 << 16
+_SERIAL = '@njit(error_model="numpy", nogil=True)'
+_PARALLEL = '@njit(error_model="numpy", nogil=True, parallel=True)'
 
-_REVISION = 2  #: in the module's text: a change to how it is written gives a new file (and cache)
+_REVISION = 3  #: in the module's text: a change to how it is written gives a new file (and cache)
 #: nodes read as they are: the arguments, and constants (a fill a region took in is not among
 #: the plan's folded values: its value is the node's own)
 _LEAVES = ("input", "const", "fill")
@@ -67,10 +77,21 @@ _CALLS = {
 }
 #: exact intrinsics -> their scalar functions (floor and ceil as NumPy's: Python's give integers)
 _INTRINSICS = {"sqrt": "math.sqrt", "fabs": "math.fabs", "floor": "np.floor", "ceil": "np.ceil",
-               "copysign": "math.copysign"}
+               "copysign": "math.copysign", "fma": "fma"}
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
 #: a record whose reference is one of these ufuncs is called by it (its name is NumPy's own)
 _UFUNCS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/"}
+
+
+class Source(NamedTuple):
+    """A program's function: its module's text and what ``run`` is called with."""
+
+    text: str
+    consts: np.ndarray  #: ``K``
+    ints: np.ndarray  #: ``I``
+    used: list[int]  #: the positions among the plan's leaves of those ``run`` reads, in order
+    work: int  #: the size of the workspace ``W``
+    threaded: bool  #: whether loops run on Numba's threads (then BLAS's run on one)
 
 
 class _Unsupported(Exception):
@@ -171,12 +192,12 @@ class _Scalar:
 
     def intrinsic(self, name: str, *args):
         fn = _INTRINSICS.get(name)
-        if fn is None:  # (fma: no exact scalar one here)
+        if fn is None:
             raise _Unsupported(name)
         return self._let(f"{fn}({', '.join(args)})")
 
     def exp2i(self, k):
-        return self._let(f"math.ldexp(1.0, int(min(max({k}, -2000.0), 2000.0)))")
+        return self._let(f"exp2i({k})")
 
     def cmp(self, symbol: str, a, b):
         if symbol not in _CMP:
@@ -238,11 +259,17 @@ class _Writer:
         self.var: dict = {}  # node -> its local name
         self.helpers: dict = {}  # a helper's text (its name a placeholder) -> its name
         self.loop_work = 0
+        self.threaded = False  # a loop on Numba's threads
 
-    def helper(self, params: list[str], body: list[str]) -> str:
+    def helper(self, params: list[str], body: list[str], parallel: bool = False) -> str:
         """The name of a helper function of ``body`` (one per distinct text: the RNN's 40 element
-        functions are two helpers, typed and compiled once each)."""
-        lines = [f"def {{name}}({', '.join(params)}):"] + body
+        functions are two helpers, typed and compiled once each); ``parallel``: its first loop
+        is a ``prange``."""
+        if parallel:
+            first = next(k for k, line in enumerate(body) if line.lstrip().startswith("for "))
+            body = body[:first] + [body[first].replace(" in range(", " in prange(", 1)] + body[first + 1:]
+            self.threaded = True
+        lines = [_PARALLEL if parallel else _SERIAL, f"def {{name}}({', '.join(params)}):"] + body
         key = "\n".join(lines)
         name = self.helpers.get(key)
         if name is None:
@@ -284,7 +311,7 @@ class _Writer:
                 values.append(self._operation(emitter, _ops.BY_NAME[opcode], [values[a] for a in args]))
         body.append("    " * depth + f"out[{where}] = {values[root]}")
         params = [f"x{k}" for k in range(len(n.args))] + ["out"] + [f"c{k}" for k in range(len(emitter.places))]
-        helper = self.helper(params, body)
+        helper = self.helper(params, body, n.size >= PARALLEL_WORK and n.shape[0] > 1)
         args = [self.var[a] for a in n.args] + [name] + [f"K[{k}]" for k in emitter.places]
         self.text.line(1, f"{name} = np.empty({n.size}, np.float64)")
         self.text.line(1, f"{helper}({', '.join(args)})")
@@ -321,7 +348,8 @@ class _Writer:
         letters = list(dict.fromkeys(out + "".join(ein.subs)))
         summed = [c for c in letters if c not in out]
         outer = list(dict.fromkeys(out))
-        self.loop_work += math.prod(sizes[c] for c in letters)
+        work = math.prod(sizes[c] for c in letters)
+        self.loop_work += work
         if self.loop_work > MAX_LOOP_WORK:
             raise _Unsupported("loops too long")
         body: list[str] = []
@@ -346,8 +374,11 @@ class _Writer:
                 inner += 1
             body.append("    " * inner + f"acc += {term}")
             body.append("    " * depth + f"{target} = acc")
-        helper = self.helper([f"x{k}" for k in range(len(n.args))] + ["out"], body)
-        self.text.line(1, f"{name} = np.zeros({n.size}, np.float64)")
+        parallel = work >= PARALLEL_WORK and bool(outer) and sizes[outer[0]] > 1
+        helper = self.helper([f"x{k}" for k in range(len(n.args))] + ["out"], body, parallel)
+        # (every entry is written unless the result repeats a letter: a diagonal)
+        fresh = "empty" if len(outer) == len(out) else "zeros"
+        self.text.line(1, f"{name} = np.{fresh}({n.size}, np.float64)")
         self.text.line(1, f"{helper}({', '.join([self.var[a] for a in n.args] + [name])})")
 
     def _gemm(self, n: t.Node, name: str) -> bool:
@@ -400,7 +431,10 @@ class _Writer:
             text.line(1, f"mv({trans}, {shape[0]}, {shape[1]}, {self.var[mat]}, {max(1, shape[1])}, {self.var[vec]}, "
                          f"{name})")
             return True
-        text.line(1, f"mm({ta}, {tb}, {rows}, {cols}, {k}, {self.var[x]}, {lda}, {self.var[y]}, {ldb}, {name}, "
+        mm = "mm"
+        if rows * cols * k >= PARALLEL_WORK * 4 and rows >= 64:
+            mm, self.threaded = "mmp", True
+        text.line(1, f"{mm}({ta}, {tb}, {rows}, {cols}, {k}, {self.var[x]}, {lda}, {self.var[y]}, {ldb}, {name}, "
                      f"{max(1, cols)})")
         return True
 
@@ -504,15 +538,17 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
             value += f".reshape(({', '.join(str(int(d)) for d in o.shape)},))"
         results.append(value)
         handed.add(mine)
-    decorator = "@njit(error_model=\"numpy\", nogil=True)"
+    steps, work = _workspace(text.lines, root, handed)
     lines = [
         "# symjac whole program (generated; do not edit): an array program as one function",
         "# (symjac.runtime.whole); its constants and index lists are its arguments K and I.",
         f"# revision {_REVISION}",
         "import math",
         "import numpy as np",
-        "from numba import njit",
+        "from numba import njit, prange",
         "from symjac.runtime.jit.blas import gemm_block, gemv_block",
+        "from symjac.runtime.jit.lanes import exp2i, fma",
+        "from symjac.runtime.jit.wrappers import thread_count",
         "",
         "",
         '@njit("float64[::1](float64[::1], intp[::1])", error_model="numpy", nogil=True)',
@@ -535,6 +571,12 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
         "        out[at[j]] = x[j]",
         "",
         "",
+        '@njit("void(float64[::1])", error_model="numpy", nogil=True)',
+        "def zero(out):",
+        "    for j in range(out.size):",
+        "        out[j] = 0.0",
+        "",
+        "",
         "# (the helpers of integers have their types: called with the sizes as literals, they were",
         "# typed and compiled again for each call)",
         '@njit("void(int64, int64, int64, float64[::1], int64, float64[::1], float64[::1])", error_model="numpy",',
@@ -547,20 +589,75 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
         '      error_model="numpy", nogil=True)',
         "def mm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc):",
         '    gemm_block("symjac_cblas_dgemm", ta, tb, m, n, k, a.ctypes.data, lda, b.ctypes.data, ldb, c.ctypes.data, ldc)',
+        "",
+        "",
+        "# (a big product in blocks of rows, one per thread, on the threads of the loops around it:",
+        "# BLAS's own threads and Numba's woke and spun in turn, each loop slower by half)",
+        '@njit("void(int64, int64, int64, int64, int64, float64[::1], int64, float64[::1], int64, float64[::1], int64)",',
+        '      error_model="numpy", nogil=True, parallel=True)',
+        "def mmp(ta, tb, m, n, k, a, lda, b, ldb, c, ldc):",
+        "    parts = max(1, min(thread_count(), m // 16))",
+        "    step = lda * 8 if ta == 111 else 8",
+        "    for p in prange(parts):",
+        "        lo = p * m // parts",
+        "        hi = (p + 1) * m // parts",
+        '        gemm_block("symjac_cblas_dgemm", ta, tb, hi - lo, n, k, a.ctypes.data + lo * step, lda, b.ctypes.data, ldb,',
+        "                   c.ctypes.data + lo * ldc * 8, ldc)",
     ]
     for body, name in writer.helpers.items():
-        lines += ["", "", decorator, body.replace("{name}", name, 1)]
+        lines += ["", "", body.replace("{name}", name, 1)]
     shapes = {k: n.shape for n, k in leaves.items()}
-    lines += ["", "", decorator, "def run(" + "".join(f"P{k}, " for k in used) + "K, I):"]
+    lines += ["", "", _SERIAL, "def run(" + "".join(f"P{k}, " for k in used) + "K, I, W):"]
     # (the leaves come as they are, of their own number of axes, at least one: flat views here)
     lines += [f"    L{k} = P{k}.reshape({math.prod(shapes[k])})" if len(shapes[k]) >= 2 else f"    L{k} = P{k}"
               for k in used]
-    lines += text.lines + [f"    return ({', '.join(results)},)", ""]
+    lines += steps + [f"    return ({', '.join(results)},)", ""]
     consts = np.concatenate(text.consts) if text.consts else np.zeros(0)
     ints = np.concatenate(text.ints) if text.ints else np.zeros(0, dtype=np.intp)
     if consts.size > MAX_ENTRIES:
         return None
-    return "\n".join(lines), consts, ints.astype(np.intp), used
+    return Source("\n".join(lines), consts, ints.astype(np.intp), used, work, writer.threaded)
+
+
+_ALLOCATION = re.compile(r"    (v\d+) = np\.(empty|zeros)\((\d+), np\.float64\)")
+_NAME = re.compile(r"\bv\d+\b")
+
+
+def _workspace(lines: list[str], root: dict, kept: set) -> tuple[list[str], int]:
+    """``lines`` with the arrays of the values the function does not return placed in one
+    workspace ``W`` (an argument, kept by the caller from call to call), an array's place
+    taken again once nothing reads it any more, and ``W``'s size.  An array of its own per
+    value and call cost its pages again each time (glibc hands back and maps blocks of MBs):
+    a PINN Laplacian's function at width 64 took 24 ms, 11 ms in place."""
+    last: dict = {}
+    for k, line in enumerate(lines):
+        for name in _NAME.findall(line):
+            owner = root.get(name)
+            if owner is not None:
+                last[owner] = k
+    free: list[tuple[int, int]] = []  # (size, offset) of places nothing reads any more
+    held: list[tuple[int, tuple[int, int]]] = []  # (last line reading it, (size, offset)) of places in use
+    out, top = [], 0
+    for k, line in enumerate(lines):
+        found = _ALLOCATION.fullmatch(line)
+        if found is None or found[1] in kept:
+            out.append(line)
+            continue
+        name, size = found[1], int(found[3])
+        for entry in [h for h in held if h[0] < k]:
+            held.remove(entry)
+            free.append(entry[1])
+        fits = [f for f in free if f[0] >= size]
+        if fits:
+            place = min(fits)
+            free.remove(place)
+        else:
+            place, top = (size, top), top + size
+        held.append((last.get(name, k), place))
+        out.append(f"    {name} = W[{place[1]}:{place[1] + size}]")
+        if found[2] == "zeros":
+            out.append(f"    zero({name})")
+    return out, top
 
 
 _kernels: weakref.WeakSet = weakref.WeakSet()
@@ -575,7 +672,7 @@ class WholeKernel(fused.FusedMap):
     the plan's NumPy steps like a fused element function (``fused.FusedMap``)."""
 
     __slots__ = ("make", "leaf_shapes", "shapes", "text", "consts", "ints", "used", "in_shapes", "kernel",
-                 "__weakref__")
+                 "threaded", "work", "local", "__weakref__")
 
     def __init__(self, make: Callable[[], tuple | None], leaf_shapes: dict, shapes: list[tuple]) -> None:
         super().__init__(None, [], ())
@@ -587,27 +684,34 @@ class WholeKernel(fused.FusedMap):
         self.used: list[int] = []
         self.in_shapes: list[tuple] = []  #: the shape of each leaf the function reads (checked on every call)
         self.kernel = None
+        #: BLAS's library where the function runs loops on Numba's threads (then BLAS runs on one
+        #: thread during its calls), else None
+        self.threaded = None
+        self.work = 0  #: the workspace's size (entries)
+        self.local = threading.local()  # each thread's workspace (calls in two threads at once)
         self.batch = self  # (``served`` asks ``batch.kernel``)
         _kernels.add(self)
 
     def _build(self) -> None:
         from numba import types
 
-        from .jit import blas, cache, wrappers
+        from .jit import blas, cache
 
         try:
             spec = self.make()
             if spec is None or blas.library() is None:  # (NumPy's OpenBLAS, called by symbol)
                 self.state = "none"
                 return
-            text, self.consts, self.ints, self.used = spec
+            text, self.consts, self.ints, self.used, self.work, threaded = spec
             self.in_shapes = [tuple(self.leaf_shapes[k]) for k in self.used]
             self.text = text
+            if threaded:
+                self.threaded = blas.library()
             path = cache.write_module(text, f"whole_{cache.source_digest(text)}")
             kernel = cache.load_function(path, "run", lambda: text)
             leaves = [types.Array(types.float64, max(1, len(shape)), "C") for shape in self.in_shapes]
-            wrappers.compile_kernel(kernel, types.none(*leaves, types.Array(types.float64, 1, "C"),
-                                                       types.Array(types.intp, 1, "C")))
+            vector = types.Array(types.float64, 1, "C")
+            wrappers.compile_kernel(kernel, types.none(*leaves, vector, types.Array(types.intp, 1, "C"), vector))
             kernel.disable_compile()  # (other argument types raise TypeError: ``call`` converts them)
         except Exception:  # noqa: BLE001 -- a step Numba does not take, no cache: NumPy's steps serve
             self.state = "none"
@@ -622,8 +726,8 @@ class WholeKernel(fused.FusedMap):
         compiled for: NumPy's steps serve that call).  A leaf of another dtype or layout, or
         read-only, is refused by the function's types (it compiles no other) and converted."""
         kernel = self.kernel
-        if kernel is None:
-            return None
+        if kernel is None or (self.threaded is not None and not wrappers.threads_usable()):
+            return None  # (not compiled for these shapes, or in a forked child that may run no threads)
         args = []
         for k, shape in zip(self.used, self.in_shapes, strict=True):
             x = leaves[k]
@@ -632,10 +736,21 @@ class WholeKernel(fused.FusedMap):
                 if x.shape != shape:
                     return None
             args.append(x if shape else x.reshape(1))
+        if self.threaded is not None:
+            from .jit import blas
+
+            with blas.one_thread(self.threaded):
+                return self._values(kernel, args)
+        return self._values(kernel, args)
+
+    def _values(self, kernel, args: list) -> list[np.ndarray]:
+        work = getattr(self.local, "work", None)
+        if work is None:
+            work = self.local.work = np.empty(self.work, np.float64)
         try:
-            values = kernel(*args, self.consts, self.ints)
+            values = kernel(*args, self.consts, self.ints, work)
         except TypeError:
-            values = kernel(*[np.array(x, dtype=np.float64, order="C") for x in args], self.consts, self.ints)
+            values = kernel(*[np.array(x, dtype=np.float64, order="C") for x in args], self.consts, self.ints, work)
         return [v if shape else v.reshape(()) for v, shape in zip(values, self.shapes, strict=True)]
 
 

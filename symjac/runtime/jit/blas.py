@@ -41,7 +41,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import cache
-from .wrappers import num_threads
+from .wrappers import num_threads, threads_usable
 
 #: a product runs on Numba's threads when its result has at least MIN_ROWS rows per thread ...
 MIN_ROWS = 64
@@ -312,7 +312,7 @@ def _operands(a, b, out, nd: int):
     """The functions and the BLAS layouts of ``out = a @ b`` (``nd``-d each), or None."""
     fns = _functions.get(out.dtype)
     lib = library()
-    if fns is None or lib is None or a.dtype != out.dtype or b.dtype != out.dtype or not a.ndim == b.ndim == nd:
+    if fns is None or lib is None or not threads_usable() or a.dtype != out.dtype or b.dtype != out.dtype or not a.ndim == b.ndim == nd:
         return None
     la, lb = _layout(a), _layout(b)
     if la is None or lb is None or out.shape != np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (

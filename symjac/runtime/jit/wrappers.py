@@ -34,10 +34,41 @@ from .native import CEntry, ensure, is_loaded, object_cached
 _wrapper_lock = threading.Lock()  # around compiling Numba wrappers (see compile_kernel)
 
 
+#: whether Numba's parallel loops may run in this process: not in a child forked from a process
+#: that ran them on GNU OpenMP, whose threads do not survive a fork (Numba ends such a child at
+#: its first parallel loop: "Terminating: fork() called from a process already using GNU
+#: OpenMP, this is unsafe"); there every loop runs on the calling thread
+_threads_usable = True
+
+
+def threads_usable() -> bool:
+    return _threads_usable
+
+
+def _gnu_openmp_started() -> bool:
+    """Whether this process has started Numba's threads on GNU OpenMP (True where Numba's
+    private state cannot be read: a child then stays serial)."""
+    try:
+        from numba.np.ufunc import parallel
+
+        if not parallel._is_initialized:
+            return False
+        if parallel._threading_layer != "omp":
+            return False
+        from numba.np.ufunc import omppool
+
+        return omppool.openmp_vendor != "Intel"
+    except (ImportError, AttributeError):
+        return True
+
+
 def _forget_after_fork() -> None:
-    """In a forked child: a wrapper compiling on another thread at the fork does not go on here."""
-    global _wrapper_lock
+    """In a forked child: a wrapper compiling on another thread at the fork does not go on
+    here, and no parallel loop runs where the parent's OpenMP threads are gone."""
+    global _wrapper_lock, _threads_usable
     _wrapper_lock = threading.Lock()
+    if _threads_usable and _gnu_openmp_started():
+        _threads_usable = False
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -165,6 +196,8 @@ _count = None  #: the layer's count once looked up (False: not available)
 def num_threads() -> int:
     """``numba.get_num_threads()``, the same number, faster (see :func:`_layer_count`)."""
     global _count
+    if not _threads_usable:
+        return 1
     count = _count
     if count is None:
         count = _count = _layer_count() or False
