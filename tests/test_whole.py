@@ -276,18 +276,31 @@ def plans(monkeypatch):
     return made
 
 
-def test_a_big_program_runs_on_threads_in_a_reused_workspace_with_the_steps_values(plans):
+_BLOCKS = "parts = min(thread_count(), "  # (the loop over the blocks of rows)
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_a_big_program_runs_on_threads_in_a_reused_workspace_with_the_steps_values(plans, monkeypatch, blocks):
+    if not blocks:
+        monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 1 << 62)
     T, args, u = _pinn()
     plan, leaves = _ready(T, *args, plans=plans)
     text = plan.whole.text
-    # its element functions are loops over the points on Numba's threads (tanh the records'
-    # arithmetic, no libm call), its products BLAS's in blocks of rows, one per thread
-    assert plan.whole.threaded is not None and "prange(" in text and "mmp(" in text
-    assert "np.tanh" not in text and "fma(" in text
+    # its element functions are loops over the points (tanh the records' arithmetic, no libm
+    # call) on Numba's threads: in blocks of points, each block through the whole program on
+    # one thread, BLAS's products for its rows; or each loop over all points, spread over the
+    # threads, the products in blocks of rows, one per thread
+    assert plan.whole.threaded is not None and "np.tanh" not in text and "fma(" in text
+    run = text[text.index("def run("):]
+    assert (_BLOCKS in run and "mmp(" not in run and "mm(" in run) if blocks else (_BLOCKS not in run and "mmp(" in run)
     # values it does not return are places in one workspace, taken again once dead: smaller
     # than all of them together
-    places = [int(b) - int(a) for a, b in re.findall(r"= W\[(\d+):(\d+)\]", text)]
-    assert len(places) > 2 and 0 < plan.whole.work < sum(places)
+    if blocks:  # (a block's: places in entries of a block of rows, each a multiple of its rows)
+        places = re.findall(r"= w\[(\d*):", run)
+        assert len(places) > 2 and len(set(places)) < len(places)
+    else:
+        places = [int(b) - int(a) for a, b in re.findall(r"= W\[(\d+):(\d+)\]", text)]
+        assert len(places) > 2 and 0 < plan.whole.work < sum(places)
     first = _compare(plan, leaves, rtol=1e-12)
     kept = [g.copy() for g in first]
     again = plan.whole.call(leaves)
@@ -299,6 +312,68 @@ def test_a_big_program_runs_on_threads_in_a_reused_workspace_with_the_steps_valu
     p, h = args[0][7], 1e-4
     fd = sum(u(p + h * e) - 2 * u(p) + u(p - h * e) for e in np.eye(2)) / h ** 2
     assert abs(fd - first[0][7]) < 1e-5 * max(1.0, abs(fd))
+
+
+def _rows_programs():
+    """Programs of 300-517 samples: a batch function's gradient (its rows the samples'), a
+    per-sample Hessian (each sample's rows 3 x 3, products of 3 rows a sample), a per-sample
+    Jacobian with a slice and a stack of its own (NumPy's steps keep those)."""
+    W, b, W2, V = RNG.normal(size=(4, 3)), RNG.normal(size=4), RNG.normal(size=(4, 4)), RNG.normal(size=(2, 4))
+
+    def batch(X):
+        H = np.tanh(X @ W.T + b)
+        G = np.tanh(H @ W2.T)
+        return np.sum(G * G * np.sum(X * X, axis=1, keepdims=True))
+
+    def each(x):
+        h = np.tanh(W2 @ np.tanh(W @ x + b))
+        return V @ (h * h) + np.sum(x * x) * h[:2]
+    return {"gradient": (sj.grad(batch), RNG.normal(size=(517, 3))),
+            "hessian": (sj.vmap(sj.hessian(lambda x: np.sum(np.tanh(W2 @ np.tanh(W @ x + b))))), RNG.normal(size=(300, 3))),
+            "slices": (sj.vmap(sj.jacobian(each)), RNG.normal(size=(301, 3)))}
+
+
+@pytest.mark.parametrize("name", ["gradient", "hessian", "slices"])
+def test_programs_of_samples_run_in_blocks_of_rows_with_the_steps_values(plans, monkeypatch, name):
+    import numba
+
+    # (blocks of ~10-40 rows, the last ones shorter: 517 rows are no multiple of a block)
+    monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 0)
+    monkeypatch.setattr(whole, "BLOCK_ENTRIES", 1500)
+    T, X = _rows_programs()[name]
+    plan, leaves = _ready(T, X, plans=plans)
+    run = plan.whole.text[plan.whole.text.index("def run("):]
+    assert _BLOCKS in run and ("pickrows(" in run) is (name == "slices")
+    first = _compare(plan, leaves)
+    assert not any(np.shares_memory(g, plan.whole.local.work) for g in first)
+    kept = [g.copy() for g in first]
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)  # (the blocks on one thread: the same values)
+        again = plan.whole.call(leaves)
+    finally:
+        numba.set_num_threads(threads)
+    for g, k, a in zip(first, kept, again, strict=True):
+        np.testing.assert_array_equal(g, k)
+        np.testing.assert_array_equal(a, k)
+    with sj.using_tier("array"):
+        value = T(X)
+    np.testing.assert_allclose(value, first[0].reshape(value.shape), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("reads", ["weights", "pairs"])
+def test_a_program_whose_rows_read_other_samples_keeps_out_of_blocks(plans, monkeypatch, reads):
+    monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 0)
+    W, W2, b = RNG.normal(size=(4, 3)), RNG.normal(size=(4, 4)), RNG.normal(size=4)
+    X = RNG.normal(size=(400, 3))
+    if reads == "weights":  # (the gradient with respect to the weights sums over the samples)
+        T = sj.grad(lambda X, W, W2: np.sum(np.tanh(np.tanh(X @ W.T + b) @ W2) ** 2), argnums=(1, 2))
+        args = (X, W, W2)
+    else:  # (each sample's row of X Xᵀ reads every sample)
+        T, args = sj.grad(lambda X: np.sum(np.tanh(np.tanh(X @ W.T + b) @ np.tanh(X @ W.T).T) ** 2)), (X,)
+    plan, leaves = _ready(T, *args, plans=plans)
+    assert _BLOCKS not in plan.whole.text[plan.whole.text.index("def run("):]
+    _compare(plan, leaves)
 
 
 def test_a_forked_child_of_a_process_that_ran_threads_runs_serially(plans):
