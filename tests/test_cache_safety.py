@@ -505,3 +505,43 @@ def test_an_upgrade_that_changes_any_module_invalidates_machine_code(tmp_path, m
     entry = _warm.entry_stamp()
     monkeypatch.setattr(_fingerprint, "fingerprint", lambda: "0" * 32)
     assert bodies.symbol_for(text, "kernel") != symbol and _warm.entry_stamp() != entry
+
+
+_PARALLEL_MODULE = """from numba import njit, prange
+
+
+@njit(parallel=True, nogil=True)
+def total(x):
+    s = 0.0
+    for i in prange(x.size):
+        s += x[i]
+    return s
+"""
+
+
+def test_a_kernel_compiled_after_clear_caches_leaves_no_entry_later_processes_cannot_read(cache):
+    """``sj.clear_caches()`` drops the kernel modules from ``sys.modules``: a compile that went on
+    in the background then gave its parallel loop Numba's dummy module, whose cache entry no
+    later process could import (each warned and compiled again)."""
+    from numba import types
+
+    from symjac.runtime.jit import wrappers
+
+    stem = f"probe_{_cache.source_digest(_PARALLEL_MODULE)}"
+    path = _cache.write_module(_PARALLEL_MODULE, stem)
+    total = _cache.load_function(path, "total", lambda: _PARALLEL_MODULE)
+    sj.clear_caches()  # (the module leaves sys.modules; its function is still to compile)
+    wrappers.compile_kernel(total, types.float64(types.Array(types.float64, 1, "C")))
+    assert total(np.arange(5.0)) == 10.0
+    child = (
+        "import warnings, numpy as np, pathlib\n"
+        "from numba import types\n"
+        "from symjac.runtime.jit import cache, wrappers\n"
+        "warnings.simplefilter('error')\n"
+        f"f = cache.load_function(pathlib.Path({str(path)!r}), 'total', lambda: {_PARALLEL_MODULE!r})\n"
+        "wrappers.compile_kernel(f, types.float64(types.Array(types.float64, 1, 'C')))\n"
+        "print(f(np.arange(5.0)))\n")
+    env = dict(os.environ, SYMJAC_CACHE_DIR=str(cache))
+    for _ in range(2):  # (the first child compiles and writes the entry, the second loads it)
+        run = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and run.stdout.strip() == "10.0", run.stderr[-2000:]

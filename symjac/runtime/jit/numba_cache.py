@@ -27,7 +27,7 @@ import os
 import pickle
 from pathlib import Path
 
-from numba.core import caching
+from numba.core import caching, utils
 from numba.core.dispatcher import Dispatcher
 
 from ..._errors import warn
@@ -36,6 +36,7 @@ from .private import private_dir, read_private, write_private
 #: the first bytes of every file this cache writes (a format change: old files read as absent)
 MAGIC = b"symjac-numba-1\n"
 _SEAL_BYTES = 32
+_DYNAMIC = utils._dynamic_modname  # (the name of the module Numba gives functions it cannot import)
 
 
 def _seal(name: str, payload: bytes) -> bytes:
@@ -66,6 +67,16 @@ class _BesideTheKernel(caching.InTreeCacheLocator):
 
 class _Impl(caching.CompileResultCacheImpl):
     _locator_classes = [_BesideTheKernel]
+
+    def check_cachable(self, cres) -> bool:
+        """Numba's checks, and no environment of Numba's dummy module: a kernel module that was
+        not in ``sys.modules`` while Numba compiled (``sj.clear_caches()`` drops them, and a
+        compile in the background went on) gave a parallel loop's environment that module,
+        which no later process can import: each warned and compiled the kernel again."""
+        if not super().check_cachable(cres):
+            return False
+        envs = [cres.environment, *cres._find_referenced_environments()]
+        return not any(env is not None and env.globals.get("__name__") == _DYNAMIC for env in envs)
 
 
 class _SealedFile(caching.IndexDataCacheFile):
