@@ -361,6 +361,47 @@ def test_programs_of_samples_run_in_blocks_of_rows_with_the_steps_values(plans, 
     np.testing.assert_allclose(value, first[0].reshape(value.shape), rtol=1e-13, atol=1e-13)
 
 
+def _per_sample_jacobians(samples=300, width=8):
+    """An MLP's input Jacobian at each of ``samples`` samples: its middle product contracts
+    each sample's row with weights whose letters are not in a matrix's order."""
+    W1, W2, W3 = (RNG.normal(size=s) / 3 for s in ((width, width), (width, width), (3, width)))
+
+    def mlp(x):
+        return W3 @ np.tanh(W2 @ np.tanh(W1 @ x))
+    return sj.vmap(sj.jacobian(mlp)), RNG.normal(size=(samples, width))
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_weights_out_of_a_matrixs_order_are_copied_once_into_it(plans, monkeypatch, blocks):
+    monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 0 if blocks else 1 << 62)
+    T, X = _per_sample_jacobians()
+    plan, leaves = _ready(T, X, plans=plans)
+    text = plan.whole.text
+    run = text[text.index("def run("):]
+    # (every product is BLAS's: the weights' copy in order is made before the blocks, once)
+    assert "t1 = W[" in run and "acc +=" not in text and (_BLOCKS in run) is blocks
+    if blocks:
+        assert run.index("t1 = W[") < run.index(_BLOCKS)
+    _compare(plan, leaves)
+
+
+def test_a_program_too_big_to_hold_whole_runs_in_blocks(plans, monkeypatch):
+    """Its values of a block are a block's: only those of no block (and the outputs) are held
+    whole, so the limit on entries is theirs."""
+    T, X = _per_sample_jacobians(samples=2000)
+    monkeypatch.setattr(whole, "MAX_ENTRIES", 30_000)  # (the program's values: ~100,000 entries)
+    monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 0)
+    plan, leaves = _ready(T, X, plans=plans)
+    assert _BLOCKS in plan.whole.text
+    _compare(plan, leaves)
+    monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 1 << 62)  # (step by step it is too big)
+    plans.clear()
+    sj.clear_caches()
+    with sj.using_tier("array"), sj.compiling("sync"):
+        T(X)
+    assert not [p for p in plans if p.whole is not None and X.shape in p.whole.leaf_shapes.values()]
+
+
 @pytest.mark.parametrize("reads", ["weights", "pairs"])
 def test_a_program_whose_rows_read_other_samples_keeps_out_of_blocks(plans, monkeypatch, reads):
     monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 0)

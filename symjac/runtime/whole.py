@@ -297,6 +297,10 @@ class _Writer:
         self.rows = rows
         self.batched = batched
         self.block = False  # the node being written is computed in the blocks
+        #: local name -> the name of the array whose memory it is (None: an argument's)
+        self.root: dict = {}
+        self.before: list = self.text.lines  # the lines before the blocks (:func:`_source` sets it)
+        self.copies = 0
         self.by_rows = False  # whether the text calls ``pickrows`` and ``placerows``
 
     def arg(self, a: t.Node, along: bool) -> str:
@@ -479,6 +483,8 @@ class _Writer:
             tb, ldb = 111, max(1, cols)
         elif sy == "".join(fy) + ck:
             tb, ldb = 112, max(1, k)
+        elif y not in self.batched and cols > 1 and rows > 1:  # (weights: a copy, its letters in order)
+            y, tb, ldb = self._ordered(y, sy, ck + "".join(fy)), 111, max(1, cols)
         else:
             return False
         text = self.text
@@ -496,7 +502,7 @@ class _Writer:
                 shape[0] = self._rows(n, shape[0])
             text.alloc(name, n.size)
             text.line(1, f"mv({trans}, {shape[0]}, {shape[1]}, {self.arg(mat, True)}, {max(1, shape[1])}, "
-                         f"{self.var[vec]}, {name})")
+                         f"{self._name(vec)}, {name})")
             return True
         mm, m = "mm", str(rows)
         if self.block:  # (op(X)'s rows are the result's first letters, the block's rows first)
@@ -506,9 +512,30 @@ class _Writer:
         elif rows * cols * k >= PARALLEL_WORK * 4 and rows >= 64:
             mm, self.threaded = "mmp", True
         text.alloc(name, n.size)
-        text.line(1, f"{mm}({ta}, {tb}, {m}, {cols}, {k}, {self.arg(x, True)}, {lda}, {self.var[y]}, {ldb}, {name}, "
+        text.line(1, f"{mm}({ta}, {tb}, {m}, {cols}, {k}, {self.arg(x, True)}, {lda}, {self._name(y)}, {ldb}, {name}, "
                      f"{max(1, cols)})")
         return True
+
+    def _name(self, a) -> str:
+        return a if isinstance(a, str) else self.var[a]
+
+    def _ordered(self, a: t.Node, letters: str, order: str) -> str:
+        """The name of a copy of ``a`` (of subscript ``letters``, none repeated) with its axes
+        in the letters' ``order``, written before the blocks."""
+        sizes = dict(zip(letters, a.shape, strict=True))
+        body, depth = [], 1
+        for c in order:
+            body.append("    " * depth + f"for {c}_ in range({sizes[c]}):")
+            depth += 1
+        target = _flat([c + "_" for c in order], _strides(tuple(sizes[c] for c in order)))
+        body.append("    " * depth + f"out[{target}] = x0[{_flat([c + '_' for c in letters], _strides(a.shape))}]")
+        helper = self.helper(["x0", "out"], body)
+        self.copies += 1
+        name = f"t{self.copies}"
+        self.root[name] = name
+        self.before.append(_Alloc(name, a.size, False))
+        self.before.append(f"    {helper}({self.var[a]}, {name})")
+        return name
 
     def _rows(self, n: t.Node, rows: int) -> str:
         """The text of a product's ``rows`` (a multiple of the result's first axis) in a block."""
@@ -600,10 +627,15 @@ def eligible(order: Sequence[t.Node], known: dict, dtype) -> bool:
     if np.dtype(dtype) != np.float64:
         return False
     computed = [n for n in order if n not in known and n.op not in _LEAVES]
-    if len(computed) < MIN_STEPS or sum(n.size for n in computed) > MAX_ENTRIES:
+    if len(computed) < MIN_STEPS or any(n.op not in _KINDS or n.dtype != np.float64 or n.size == 0
+                                        or any(a.dtype != np.float64 for a in n.args) for n in computed):
         return False
-    return not any(n.op not in _KINDS or n.dtype != np.float64 or n.size == 0
-                   or any(a.dtype != np.float64 for a in n.args) for n in computed)
+    return sum(n.size for n in computed) <= MAX_ENTRIES or _batched(order, computed) is not None
+
+
+def _whole_entries(computed: Sequence[t.Node], batched: frozenset) -> int:
+    """The entries of the values a program in blocks holds whole (those of no block)."""
+    return sum(n.size for n in computed if n not in batched)
 
 
 _HEAD = [
@@ -705,7 +737,8 @@ def _batched(order: Sequence[t.Node], computed: Sequence[t.Node]) -> tuple[int, 
                     break
                 batched.add(n)
         else:
-            if sum(n.size for n in computed if n in batched) >= BLOCKED_ENTRIES:
+            if (sum(n.size for n in computed if n in batched) >= BLOCKED_ENTRIES
+                    and _whole_entries(computed, frozenset(batched)) <= MAX_ENTRIES):
                 return rows, frozenset(batched)
     return None
 
@@ -752,14 +785,15 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
 def _source(order: Sequence[t.Node], computed: list, outputs: Sequence[t.Node], leaves: dict, known: dict,
             dtype: np.dtype, batch: tuple[int, frozenset] | None) -> Source | None:
     rows, batched = batch if batch is not None else (None, frozenset())
+    if rows is None and sum(n.size for n in computed) > MAX_ENTRIES:
+        return None  # (in blocks, only the values of no block are held whole)
     writer = _Writer(dtype, rows, batched)
     text = writer.text
     before: list = text.lines  # the steps before the blocks (all of them, without blocks)
     block: list = []  # the steps of a block
     used = sorted({leaves[a] for n in computed for a in n.args if a.op == "input"} |
                   {leaves[o] for o in outputs if o.op == "input"})
-    # local name -> the name of the array whose memory it is (None: an argument's)
-    root: dict = {}
+    root = writer.root
     try:
         for n in order:
             if n.op == "input":
@@ -853,7 +887,7 @@ def _max_threads() -> int:
     return max(1, int(config.NUMBA_NUM_THREADS))
 
 
-_NAME = re.compile(r"\bv\d+\b")
+_NAME = re.compile(r"\b[vt]\d+\b")
 
 
 def _places(lines: list, root: dict, kept: set, rows: int = 1) -> tuple[dict, int]:
