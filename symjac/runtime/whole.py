@@ -51,7 +51,7 @@ from ..backend import ssa as _ssa
 from ..ir import ops as _ops
 from ..ir import tensor as t
 from . import fused
-from .jit import wrappers
+from .jit import blas, cache, wrappers
 
 #: a program of fewer steps keeps its NumPy steps (their calls cost what the kernel's does)
 MIN_STEPS = 8
@@ -827,7 +827,7 @@ def _source(order: Sequence[t.Node], computed: list, outputs: Sequence[t.Node], 
         mine = root[writer.var[o]]
         if o in batched:  # (the whole array the blocks filled, or the argument's)
             whole = o
-            while mine is None and whole.op == "reshape":
+            while mine is None and whole.op != "input":  # (a reshape, or a window that is all of it)
                 whole = whole.args[0]
             name = writer.var[whole] if mine is None else f"F{mine[1:]}"
         else:
@@ -981,8 +981,6 @@ class WholeKernel(fused.FusedMap):
     def _build(self) -> None:
         from numba import types
 
-        from .jit import blas, cache
-
         try:
             spec = self.make()
             if spec is None or blas.library() is None:  # (NumPy's OpenBLAS, called by symbol)
@@ -1023,8 +1021,6 @@ class WholeKernel(fused.FusedMap):
                     return None
             args.append(x if shape else x.reshape(1))
         if self.threaded is not None:
-            from .jit import blas
-
             with blas.one_thread(self.threaded):
                 return self._values(kernel, args)
         return self._values(kernel, args)
