@@ -119,7 +119,7 @@ class _Unsupported(Exception):
 
 class _Alloc(NamedTuple):
     """A line of the text giving ``name`` an array of ``size`` entries (of zeros where
-    ``zeros``): its place is chosen once the whole text is known (:func:`_workspace`)."""
+    ``zeros``): its place is chosen once the whole text is known (:func:`_places`)."""
 
     name: str
     size: int
@@ -292,7 +292,7 @@ class _Writer:
         self.helpers: dict = {}  # a helper's text (its name a placeholder) -> its name
         self.loop_work = 0
         self.threaded = False  # a loop on Numba's threads
-        #: in blocks of rows (:func:`_blocks`): the number of rows (samples), and the nodes with
+        #: in blocks of rows (:func:`_batched`): the number of rows (samples), and the nodes with
         #: them (computed block by block, from block arrays of ``m`` rows from ``lo`` on)
         self.rows = rows
         self.batched = batched
@@ -313,14 +313,10 @@ class _Writer:
         per = a.size // self.rows
         return f"{name}[lo * {per}:hi * {per}]"
 
-    def lead(self, n: t.Node) -> str:
-        """The text of the leading axis's length of ``n`` in a helper (``m``: the block's)."""
-        return "m" if self.block else str(n.shape[0])
-
-    def count(self, n: t.Node) -> str:
-        """The text of the leading axis's length of ``n`` at a helper's call in the blocks."""
-        each = n.shape[0] // self.rows
-        return "m" if each == 1 else f"m * {each}"
+    def count(self, n: t.Node) -> list[str]:
+        """In the blocks, a helper's first argument: the length of ``n``'s first axis in the
+        block (``m`` rows of ``n.shape[0] // rows`` each); else none."""
+        return [_rows_of(n.shape[0] // self.rows)] if self.block else []
 
     def helper(self, params: list[str], body: list[str], parallel: bool = False) -> str:
         """The name of a helper function of ``body`` (one per distinct text: the RNN's 40 element
@@ -350,15 +346,14 @@ class _Writer:
         padded = [(1,) * (len(shape) - a.ndim) + a.shape for a in n.args]
         body: list[str] = []
         if all(p == shape or math.prod(p) == 1 for p in padded):
-            each = n.size // shape[0] if shape else 1
-            length = str(n.size) if not self.block else "m" if each == 1 else f"m * {each}"
+            length = _rows_of(n.size // shape[0]) if self.block else str(n.size)
             body.append(f"    for j in range({length}):")
             depth, where = 2, "j"
             at = ["j" if p == shape else "0" for p in padded]
         else:
             index = [f"i{d}" for d in range(len(shape))]
             for d, size in enumerate(shape):
-                length = self.lead(n) if d == 0 else str(size)
+                length = "m" if self.block and d == 0 else str(size)
                 body.append("    " * (1 + d) + f"for i{d} in range({length}):")
             depth, where = 1 + len(shape), _flat(index, _strides(shape))
             at = [_flat(index, [s if e > 1 else 0 for s, e in zip(_strides(p), p, strict=True)]) for p in padded]
@@ -377,7 +372,7 @@ class _Writer:
         body.append("    " * depth + f"out[{where}] = {values[root]}")
         params = [f"x{k}" for k in range(len(n.args))] + ["out"] + [f"c{k}" for k in range(len(emitter.places))]
         helper = self.helper(["m"] * self.block + params, body, n.size >= PARALLEL_WORK and n.shape[0] > 1)
-        args = (([self.count(n)] if self.block else []) + [self.arg(a, bool(p) and p[0] > 1) for a, p in zip(n.args, padded, strict=True)]
+        args = (self.count(n) + [self.arg(a, bool(p) and p[0] > 1) for a, p in zip(n.args, padded, strict=True)]
                 + [name] + [f"K[{k}]" for k in emitter.places])
         self.text.alloc(name, n.size)
         self.text.line(1, f"{helper}({', '.join(args)})")
@@ -445,7 +440,7 @@ class _Writer:
         helper = self.helper(["m"] * self.block + [f"x{k}" for k in range(len(n.args))] + ["out"], body, parallel)
         # (every entry is written unless the result repeats a letter: a diagonal)
         self.text.alloc(name, n.size, len(outer) != len(out))
-        args = ([self.count(n)] if self.block else []) + [self.arg(a, out[:1] in sub) for a, sub in zip(n.args, ein.subs, strict=True)]
+        args = self.count(n) + [self.arg(a, out[:1] in sub) for a, sub in zip(n.args, ein.subs, strict=True)]
         self.text.line(1, f"{helper}({', '.join(args + [name])})")
 
     def _gemm(self, n: t.Node, name: str) -> bool:
@@ -539,8 +534,7 @@ class _Writer:
 
     def _rows(self, n: t.Node, rows: int) -> str:
         """The text of a product's ``rows`` (a multiple of the result's first axis) in a block."""
-        each = rows // n.shape[0] * (n.shape[0] // self.rows)
-        return "m" if each == 1 else f"m * {each}"
+        return _rows_of(rows // n.shape[0] * (n.shape[0] // self.rows))
 
     def placed(self, n: t.Node, name: str) -> bool:
         """Structure: reshapes (the same flat array), windows and views (entries picked),
@@ -581,6 +575,11 @@ class _Writer:
             each = _per_row(at, rows, n.size // rows)
             text.line(1, f"placerows({name}, m, {n.size // rows}, {text.index_list(each)}, {self.arg(a, True)})")
         return True
+
+
+def _rows_of(each: int) -> str:
+    """The text of the length of ``m`` rows (a block's) of ``each`` entries."""
+    return "m" if each == 1 else f"m * {each}"
 
 
 def _positions(n: t.Node) -> list[tuple[t.Node, np.ndarray]]:
@@ -845,9 +844,7 @@ def _source(order: Sequence[t.Node], computed: list, outputs: Sequence[t.Node], 
     threaded = writer.threaded
     if rows is not None:
         taken, per = _places(block, root, handed, rows)
-        size = max(BLOCK_MIN_ROWS // 8, min(BLOCK_ENTRIES // max(1, per), -(-rows // 2)))
-        count = -(-rows // size)  # blocks
-        size = -(-rows // count)  # (rows of a block at most, the blocks as even as they come)
+        size, count = _blocks(rows, per)
         each = size * max(1, per)  # a thread's workspace
         steps += [f"    F{name[1:]} = np.empty({n.size}, np.float64)"
                   for n, name in ((n, writer.var[n]) for n in computed) if n in batched and name in handed]
@@ -878,6 +875,15 @@ def _source(order: Sequence[t.Node], computed: list, outputs: Sequence[t.Node], 
     if consts.size > MAX_ENTRIES:
         return None
     return Source("\n".join(lines), consts, ints.astype(np.intp), used, work, threaded)
+
+
+def _blocks(rows: int, per: int) -> tuple[int, int]:
+    """``(rows of a block at most, blocks)`` for ``rows`` rows of ``per`` entries of the
+    workspace each: blocks of about ``BLOCK_ENTRIES`` entries, of 8 rows at least, at least one
+    per thread, as even as they come."""
+    size = max(8, min(BLOCK_ENTRIES // max(1, per), -(-rows // _max_threads())))
+    count = -(-rows // size)
+    return -(-rows // count), count
 
 
 def _max_threads() -> int:
@@ -934,7 +940,7 @@ def _allocated(line, places: dict, kept: set, rows: int | None) -> list[str]:
     name, size = line.name, line.size
     if rows is not None:
         per = size // rows
-        length = "m" if per == 1 else f"m * {per}"
+        length = _rows_of(per)
         at = places.get(name, 0)
         where = (f"F{name[1:]}[lo:hi]" if name in kept and per == 1 else
                  f"F{name[1:]}[lo * {per}:hi * {per}]" if name in kept else
