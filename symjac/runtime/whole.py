@@ -623,18 +623,21 @@ def _per_row(at: np.ndarray, rows: int, per: int) -> np.ndarray | None:
 def eligible(order: Sequence[t.Node], known: dict, dtype) -> bool:
     """Whether a program may become one function (what :func:`source` checks first, cheaply:
     a plan asks when it is made, and writes the text only when the function is built)."""
+    computed = _computed(order, known, dtype)
+    return computed is not None and (sum(n.size for n in computed) <= MAX_ENTRIES
+                                     or _batched(order, computed) is not None)
+
+
+def _computed(order: Sequence[t.Node], known: dict, dtype) -> list[t.Node] | None:
+    """The program's computed steps where each is of a kind the text takes (float64, at least
+    ``MIN_STEPS`` of them), else None."""
     if np.dtype(dtype) != np.float64:
-        return False
+        return None
     computed = [n for n in order if n not in known and n.op not in _LEAVES]
     if len(computed) < MIN_STEPS or any(n.op not in _KINDS or n.dtype != np.float64 or n.size == 0
                                         or any(a.dtype != np.float64 for a in n.args) for n in computed):
-        return False
-    return sum(n.size for n in computed) <= MAX_ENTRIES or _batched(order, computed) is not None
-
-
-def _whole_entries(computed: Sequence[t.Node], batched: frozenset) -> int:
-    """The entries of the values a program in blocks holds whole (those of no block)."""
-    return sum(n.size for n in computed if n not in batched)
+        return None
+    return computed
 
 
 _HEAD = [
@@ -736,8 +739,9 @@ def _batched(order: Sequence[t.Node], computed: Sequence[t.Node]) -> tuple[int, 
                     break
                 batched.add(n)
         else:
+            # (only the values of no block are held whole)
             if (sum(n.size for n in computed if n in batched) >= BLOCKED_ENTRIES
-                    and _whole_entries(computed, frozenset(batched)) <= MAX_ENTRIES):
+                    and sum(n.size for n in computed if n not in batched) <= MAX_ENTRIES):
                 return rows, frozenset(batched)
     return None
 
@@ -773,9 +777,9 @@ def source(order: Sequence[t.Node], outputs: Sequence[t.Node], leaves: dict, kno
     large: in blocks of rows where it can (:func:`_batched`), else step by step.
     ``leaves``: input node -> its position among the plan's leaves; ``known``: node -> its
     value (constants)."""
-    if not eligible(order, known, dtype):
+    computed = _computed(order, known, dtype)
+    if computed is None:
         return None
-    computed = [n for n in order if n not in known and n.op not in _LEAVES]
     batch = _batched(order, computed)
     made = None if batch is None else _source(order, computed, outputs, leaves, known, np.dtype(dtype), batch)
     return made or _source(order, computed, outputs, leaves, known, np.dtype(dtype), None)
