@@ -103,10 +103,35 @@ def _structured(x, y):
 def test_structure_and_products_of_every_kind_match_the_steps():
     x, y = RNG.normal(size=(3, 8)), RNG.normal(size=8)
     u = RNG.normal(size=_structured(x, y).shape)
+    texts = []
     for T, args in ((sj.jacobian(_structured, argnums=(0, 1)), (x, y)), (sj.vjp(_structured, argnums=(0, 1)), (x, y, u))):
         plan, leaves = _ready(T, *args)
         _compare(plan, leaves, rtol=1e-12)
-        assert "acc +=" in plan.whole.text  # (the batched product: loops)
+        texts.append(plan.whole.text)
+    # (the batched products: one gemm per batch entry, or sums as loops where they are not one)
+    assert "mmb(" in texts[1] and "s0 +=" in texts[0]
+
+
+def _sums(x, y, z, w):
+    """Products summed as loops (two letters summed: no gemm): along a result's last axis of
+    more than UNROLL entries (one sum at a time), of at most UNROLL (at once, in locals), with
+    the weights' last letter elsewhere (read from a copy), with a letter of one operand only
+    (summed first)."""
+    wide = np.einsum("abce,abed->bcd", x, y)  # (4, 3, 20): d = 20 > UNROLL
+    narrow = np.einsum("abce,abed->bcd", x, z)  # (4, 3, 5)
+    moved = np.einsum("abce,bdce->abd", x, w)  # w's d is not its last letter
+    lone = np.einsum("abce,bce->b", x, w[:, 0])  # a: in x alone
+    return np.concatenate([np.tanh(wide).ravel(), np.sin(narrow).ravel(), moved.ravel() * 3.0, lone ** 2])
+
+
+def test_sums_written_as_loops_of_every_form():
+    x, y, z = RNG.normal(size=(60, 4, 3, 2)), RNG.normal(size=(60, 4, 2, 20)), RNG.normal(size=(60, 4, 2, 5))
+    w = RNG.normal(size=(4, 5, 3, 2))
+    u = RNG.normal(size=_sums(x, y, z, w).shape)
+    plan, leaves = _ready(sj.vjp(_sums, argnums=(0, 1, 2, 3)), x, y, z, w, u)
+    _compare(plan, leaves, rtol=1e-12)
+    text = plan.whole.text
+    assert "acc +=" in text and "s0 +=" in text and "t1" in text, text
 
 
 def test_the_plans_special_values_bit_for_bit(monkeypatch):
@@ -164,22 +189,66 @@ def test_constants_are_read_not_written_into_the_text():
     assert plan.whole.consts.size >= W.size
 
 
-def test_programs_it_cannot_take_keep_their_steps():
-    """Integer labels picked by a gather: no whole-program function; too few steps: none."""
-    n, k = 20, 4
-    labels = RNG.integers(0, k, size=n)
-    X = RNG.normal(size=(n, 3))
-
-    def loss(W):
+def _cross_entropy(X, n):
+    def loss(W, labels):
         z = X @ W
         z = z - np.max(z, axis=1, keepdims=True)
         logp = z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
         return -np.mean(logp[np.arange(n), labels])
+    return loss
+
+
+def test_a_maximum_and_constant_gathers_are_one_function():
+    """A logsumexp over entries gathered by a constant index list with repeats (a GMM's
+    packed triangular factor): the gather, the maximum over each row (and its derivative's
+    comparisons, held as 1.0 and 0.0) and the gradient's scatter-add are one function, with
+    the steps' values and the derivative of central differences."""
+    rng = np.random.default_rng(5)
+    index = np.array([0, 3, 1, 0, 2, 2, 4, 3])
+    weights = rng.normal(size=(3, index.size))
+
+    def f(a):
+        z = np.concatenate([np.zeros((3, 1)), a], axis=1)[:, index]  # (3, 8)
+        m = np.max(z, axis=1, keepdims=True)
+        return np.sum(np.log(np.sum(np.exp(z - m), axis=1)) + m[:, 0]) + np.sum(np.tanh(z) * weights)
+    a = rng.normal(size=(3, 4))
+    a[1, 2] = a[1, 0]  # (a tie of the maximum)
+    plan, leaves = _ready(sj.grad(f), a)
+    got = _compare(plan, leaves)[0]
+    for name in ("addat(", "pick(", "math.isnan(acc)"):
+        assert name in plan.whole.text, name
+    E = np.zeros_like(a)
+    E[2, 3] = 1e-6
+    fd = (f(a + E) - f(a - E)) / 2e-6
+    assert abs(fd - got[2, 3]) < 1e-6 * max(1.0, abs(fd))
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_a_maximum_or_minimum_keeps_nan_and_the_first_of_equal_zeros(kind):
+    """NumPy's ``maximum`` (``minimum``) in order: a NaN anywhere is the result; of -0.0 and
+    0.0 the first one seen."""
+    fn = np.max if kind == "max" else np.min
+
+    def f(x):
+        return fn(x, axis=1) * x[:, 0] + np.sum(x * x, axis=1) * 1.5 + fn(x, axis=0)[:3] - np.tanh(x[:3, 1])
+    x = RNG.normal(size=(3, 5))
+    plan, _ = _ready(sj.jvp(f), x, x)
+    cases = np.array([[np.nan, 1.0, 2.0, 0.0, 1.0], [-0.0, 0.0, -1.0, -2.0, -3.0], [0.0, -0.0, 1.0, -1.0, np.nan]])
+    if kind == "min":
+        cases[1] = [-0.0, 0.0, 1.0, 2.0, 3.0]
+    _compare(plan, [cases, np.ones_like(cases)], exact=True)
+
+
+def test_programs_it_cannot_take_keep_their_steps():
+    """Integer labels passed at run time (their positions are not the text's): no
+    whole-program function; too few steps: none."""
+    n, k = 20, 4
+    labels = RNG.integers(0, k, size=n)
     W = RNG.normal(size=(3, k))
     with sj.using_tier("array"):
-        T = sj.grad(loss)
-        T(W)
-        assert dispatch.compiled_for(T.request, (W,)).plan.whole is None
+        T = sj.grad(_cross_entropy(RNG.normal(size=(n, 3)), n))
+        T(W, labels)
+        assert dispatch.compiled_for(T.request, (W, labels)).plan.whole is None
         S = sj.grad(lambda x: np.sum(np.sin(x)))
         x = RNG.normal(size=5)
         S(x)
