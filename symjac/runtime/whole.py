@@ -834,11 +834,11 @@ def _taken(n: t.Node) -> bool:
         if not (n.dtype == np.float64 and n.args[0].dtype == np.float64
                 and all(i.op == "const" and i.dtype.kind in "iu" for i in n.args[1:])):
             return False
-        try:
-            _positions(n)
-        except IndexError:  # (out of bounds: NumPy's step says so)
-            return False
-        return True
+        take = n.param if n.op == "gather" else n.param[0]
+        axes = (n.args[0] if n.op == "gather" else n).shape[take.axis:take.axis + take.count]
+        # (out of bounds: NumPy's step says so)
+        return all(v.size == 0 or (v.min() >= -size and v.max() < size)
+                   for v, size in zip((np.asarray(i.param.value) for i in n.args[1:]), axes, strict=True))
     return n.dtype == np.float64 and all(a.dtype == np.float64 for a in n.args)
 
 
