@@ -668,6 +668,23 @@ def scatter(values: Node | None, indices: Sequence[Node], axis: int, shape: tupl
     return node("scatter", (values, *indices), (Take(axis, len(indices)), tuple(shape)), shape, values.dtype)
 
 
+def take_of(n: Node) -> Take:
+    """A gather's or scatter's :class:`Take`."""
+    return n.param if n.op == "gather" else n.param[0]
+
+
+def constant_take(n: Node) -> bool:
+    """Whether a gather's or scatter's indices are integer constants within the lengths of
+    the axes they index (out of bounds, its NumPy step raises)."""
+    idx = n.args[1:]
+    if not all(i.op == "const" and i.dtype.kind in "iu" for i in idx):
+        return False
+    take = take_of(n)
+    axes = (n.args[0] if n.op == "gather" else n).shape[take.axis:take.axis + take.count]
+    return all(v.size == 0 or (v.min() >= -size and v.max() < size)
+               for v, size in zip((np.asarray(i.param.value) for i in idx), axes, strict=True))
+
+
 def reduce_(x: Node, kind: str, axes: Sequence[int]) -> Node:
     """``max`` or ``min`` of ``x`` over ``axes`` (dropped)."""
     axes = tuple(sorted({a % x.ndim for a in axes}))

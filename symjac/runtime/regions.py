@@ -152,13 +152,8 @@ def _placing_roles(n: t.Node) -> list[Role] | None:
     indices are constants of the program (they place entries, known one by one)."""
     if n.op in ("gather", "scatter"):
         x, idx = n.args[0], n.args[1:]
-        take = n.param if n.op == "gather" else n.param[0]
-        if x.dtype.kind != "f" or not all(i.op == "const" and i.dtype.kind in "iu" for i in idx):
+        if x.dtype.kind != "f" or not t.constant_take(n):  # (out of bounds: NumPy's step says so)
             return None
-        axes = (x if n.op == "gather" else n).shape[take.axis:take.axis + take.count]
-        if any(v.size and (v.min() < -size or v.max() >= size)
-               for v, size in zip((i.param.value for i in idx), axes, strict=True)):
-            return None  # (out of bounds: NumPy's step says so)
         return [Role(signature(x) == SMALL_SIG, False, True, x.shape)] + [Role(False, False, True, i.shape)
                                                                            for i in idx]
     if n.args[0].dtype.kind != "f":

@@ -786,8 +786,7 @@ def _positions(n: t.Node) -> list[tuple[t.Node, np.ndarray]]:
 
 def _taken_at(n: t.Node) -> tuple:
     """A gather's or scatter's NumPy index (its constant indices, at its axis)."""
-    take = n.param if n.op == "gather" else n.param[0]
-    return (slice(None),) * take.axis + tuple(np.asarray(i.param.value).astype(np.intp) for i in n.args[1:])
+    return (slice(None),) * t.take_of(n).axis + tuple(np.asarray(i.param.value).astype(np.intp) for i in n.args[1:])
 
 
 def _per_row(at: np.ndarray, rows: int, per: int) -> np.ndarray | None:
@@ -830,15 +829,8 @@ def _taken(n: t.Node) -> bool:
         return False
     if n.op == "map":
         return n.dtype in (np.float64, np.bool_) and all(a.dtype in (np.float64, np.bool_) for a in n.args)
-    if n.op in ("gather", "scatter"):
-        if not (n.dtype == np.float64 and n.args[0].dtype == np.float64
-                and all(i.op == "const" and i.dtype.kind in "iu" for i in n.args[1:])):
-            return False
-        take = n.param if n.op == "gather" else n.param[0]
-        axes = (n.args[0] if n.op == "gather" else n).shape[take.axis:take.axis + take.count]
-        # (out of bounds: NumPy's step says so)
-        return all(v.size == 0 or (v.min() >= -size and v.max() < size)
-                   for v, size in zip((np.asarray(i.param.value) for i in n.args[1:]), axes, strict=True))
+    if n.op in ("gather", "scatter"):  # (out of bounds: NumPy's step says so)
+        return n.dtype == np.float64 and n.args[0].dtype == np.float64 and t.constant_take(n)
     return n.dtype == np.float64 and all(a.dtype == np.float64 for a in n.args)
 
 
