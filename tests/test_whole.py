@@ -454,6 +454,58 @@ def test_weights_out_of_a_matrixs_order_are_copied_once_into_it(plans, monkeypat
     _compare(plan, leaves)
 
 
+@pytest.mark.parametrize("regroup", [True, False])
+def test_in_blocks_a_large_product_of_two_weights_is_multiplied_by_the_samples_first(plans, monkeypatch, regroup):
+    """The plan's ``f₂'(x) (W₃ ⊙ W₂)`` (one product of the samples' rows against the weights'
+    3 x 8 x 8 tensor): where that tensor is larger than ``REGROUP_ENTRIES``, a block multiplies
+    ``(f₂'(x) ⊙ W₃) W₂``, a product of 3 rows a sample against W₂ alone, with the same values."""
+    monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 0)
+    monkeypatch.setattr(whole, "REGROUP_ENTRIES", 3 * 8 * 8 - 1 if regroup else 3 * 8 * 8)
+    T, X = _per_sample_jacobians()
+    plan, leaves = _ready(T, X, plans=plans)
+    run = plan.whole.text[plan.whole.text.index("def run("):]
+    rows_of_three = re.findall(r"mm\(111, 111, m \* 3, 8, 8, ", run)
+    assert len(rows_of_three) == (2 if regroup else 1) and ("mm(111, 111, m, 24, 8, " in run) is not regroup
+    assert ("t1 = W[" in run) is not regroup  # (the weights' tensor is not made)
+    got = _compare(plan, leaves)
+    with sj.using_tier("scalar"):
+        want = T(X[:5])
+    np.testing.assert_allclose(got[0][:5], want, rtol=1e-13, atol=1e-13)
+
+
+def test_large_outputs_of_blocks_take_again_the_memory_of_outputs_let_go(plans, monkeypatch):
+    """Outputs the blocks fill are views of memory lent by the kernel (``whole._Lent``): the
+    next call takes it again once no array of an earlier call's outputs is left (never while
+    one is, or a view of one), with its own values."""
+    import gc
+
+    monkeypatch.setattr(whole, "BLOCKED_ENTRIES", 0)
+    monkeypatch.setattr(whole, "LENT_ENTRIES", 0)
+    T, X = _per_sample_jacobians()
+    plan, leaves = _ready(T, X, plans=plans)
+    kernel = plan.whole
+    assert "F12 = O[" in kernel.text or re.search(r"F\d+ = O\[0:7200\]", kernel.text)
+    first = kernel.call(leaves)[0]
+    want = first.copy()
+    view = first[3:5, 1]  # (a view keeps the memory lent)
+    del first
+    gc.collect()
+    assert kernel.spare == []
+    second = kernel.call(leaves)[0]
+    assert not np.shares_memory(second, view)
+    np.testing.assert_array_equal(view, want[3:5, 1])
+    address = second.__array_interface__["data"][0]
+    del second
+    gc.collect()
+    assert len(kernel.spare) == 1  # (the second call's memory is free again)
+    other = X[::-1].copy()
+    third = kernel.call([other if x is X else x for x in leaves])[0]
+    assert third.__array_interface__["data"][0] == address and kernel.spare == []
+    np.testing.assert_array_equal(view, want[3:5, 1])  # (the first call's view is untouched)
+    with sj.using_tier("array"):
+        np.testing.assert_allclose(third, T(other), rtol=1e-13, atol=1e-13)
+
+
 def test_a_program_too_big_to_hold_whole_runs_in_blocks(plans, monkeypatch):
     """Its values of a block are a block's: only those of no block (and the outputs) are held
     whole, so the limit on entries is theirs."""
