@@ -84,6 +84,7 @@ REGROUP_ENTRIES = 1 << 16
 #: outputs the blocks fill of this many entries in all or more have memory lent (:class:`_Lent`);
 #: smaller memory, freed, is reused by the C library's allocator by itself
 LENT_ENTRIES = 1 << 20
+_NO_OUT = np.empty(0, np.float64)  #: ``O`` of a function whose blocks fill no output (of no entry: never written)
 #: a product written as loops whose result's last axis has at most this many entries sums them
 #: at once, each in a local of its own (``_Writer.einsum``)
 UNROLL = 16
@@ -1376,6 +1377,8 @@ class WholeKernel(fused.FusedMap):
         """Memory for the outputs the blocks fill: of ``LENT_ENTRIES`` entries or more, the
         memory of an earlier call's outputs the caller has let go where there is one (else new),
         lent (:class:`_Lent`)."""
+        if self.out == 0:
+            return _NO_OUT
         if self.out < LENT_ENTRIES:
             return np.empty(self.out, np.float64)
         try:
