@@ -484,7 +484,7 @@ def test_large_outputs_of_blocks_take_again_the_memory_of_outputs_let_go(plans, 
     T, X = _per_sample_jacobians()
     plan, leaves = _ready(T, X, plans=plans)
     kernel = plan.whole
-    assert "F12 = O[" in kernel.text or re.search(r"F\d+ = O\[0:7200\]", kernel.text)
+    assert re.search(r"F\d+ = O\[0:7200\]", kernel.text)  # (the output, 300 x 3 x 8, in O)
     first = kernel.call(leaves)[0]
     want = first.copy()
     view = first[3:5, 1]  # (a view keeps the memory lent)

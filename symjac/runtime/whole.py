@@ -38,7 +38,6 @@ model: a division by zero is inf, not an exception)."""
 
 from __future__ import annotations
 
-import collections
 import math
 import os
 import re
@@ -992,8 +991,7 @@ def _regrouped(computed: Sequence[t.Node], batched: frozenset, outputs: Sequence
     14–22 GFLOP/s, ``(f₂'(x) ⊙ W₃) W₂`` of 80 rows against 256 x 256 at ~30).  ``instead``:
     such a product -> the product the text writes for it (its first operand ``x ⊙ C``, among
     ``computed`` before it)."""
-    readers = collections.Counter(a for n in computed for a in n.args)
-    readers.update(outputs)
+    readers = t.readers(list(computed), outputs)
     steps = set(computed)  # (a product of weights the plan folded keeps its value: not taken)
     taken: set[t.Node] = set()  # the weights' products no step reads now
     instead: dict[t.Node, t.Node] = {}
@@ -1371,7 +1369,6 @@ class WholeKernel(fused.FusedMap):
             values = kernel(*[np.array(x, dtype=np.float64, order="C") for x in args], self.consts, self.ints, work,
                             out)
         return [v if shape else v.reshape(()) for v, shape in zip(values, self.shapes, strict=True)]
-
 
     def _out(self) -> np.ndarray:
         """Memory for the outputs the blocks fill: of ``LENT_ENTRIES`` entries or more, the
