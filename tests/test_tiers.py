@@ -14,11 +14,12 @@ POOLS = list(DOMAINS)
 SMOOTH = tuple(i for i, d in enumerate(POOLS) if d not in ("frac", "near_int"))
 
 
-def _combined(shape):
-    """One function computing every primitive case that accepts ``shape`` arguments,
-    so a handful of kernels cover the whole table."""
+def _combined(shape, part=0, parts=1):
+    """One function computing every primitive case that accepts ``shape`` arguments
+    (every ``parts``-th of them from the ``part``-th), so a handful of kernels cover
+    the whole table."""
     picked = [(name, c) for name, cases in CASES.items() for c in cases if all(s == shape for s in c.shapes[0])
-              and len(c.shapes[0]) <= 2]
+              and len(c.shapes[0]) <= 2][part::parts]
 
     def everything(*pools):
         by_name = dict(zip(POOLS, pools, strict=True))
@@ -51,10 +52,22 @@ def _assert_identical(a, b):
         np.testing.assert_array_equal(a, b)  # bit for bit (NaNs in the same places)
 
 
+#: the table split in parts, one function each: an optimiser's time grows faster than a
+#: function's size, and the parts run in parallel under xdist
+PARTS = 4
+
+
+def test_the_parts_cover_every_primitive():
+    whole = [name for name, _ in _combined(())[1]]
+    parts = [name for part in range(PARTS) for name, _ in _combined((), part, PARTS)[1]]
+    assert len(whole) > 60 and sorted(parts) == sorted(whole)
+
+
+@pytest.mark.parametrize("part", range(PARTS))
 @pytest.mark.parametrize("kind", ["jit", "jacobian"])
-def test_every_primitive_gives_identical_bits_on_tape_and_kernel(kind):
-    fn, picked = _combined(())
-    assert len(picked) > 60
+def test_every_primitive_gives_identical_bits_on_tape_and_kernel(kind, part):
+    fn, picked = _combined((), part, PARTS)
+    assert len(picked) > 60 // PARTS
     transform = sj.jit(fn) if kind == "jit" else sj.jacobian(fn, argnums=SMOOTH)
     args = _args(())
     tape, kernel = _both(transform, args)
