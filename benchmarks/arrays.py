@@ -497,8 +497,11 @@ def _rel_diff(got, want) -> float:
     return diff / scale if scale > 0 else diff
 
 
-#: the steady rows' warm-up: calls before timing (at most, and at most this many seconds)
-WARM_CALLS, WARM_SECONDS = 20, 5.0
+#: the steady rows' warm-up: calls before timing (at most, and at most this many seconds: a
+#: plan's choice between its compiled function and its NumPy steps takes up to 10 timed calls
+#: after the background compiles, and per-sample MLP Jacobians at w = 256 take 0.3-0.6 s a
+#: call: within 5 s, timing began with the choice still being made, half its calls NumPy's)
+WARM_CALLS, WARM_SECONDS = 20, 15.0
 
 
 def _settle(call, sj) -> None:

@@ -77,6 +77,11 @@ BLOCKED_ENTRIES = 1 << 18
 #: the arrays of a block take at most about this many entries (384 KiB of float64: each core's
 #: L2 cache here is 512 KiB)
 BLOCK_ENTRIES = 48 * 1024
+#: ... but a block is of at least this many rows: OpenBLAS packs a product's whole right operand
+#: on each call (the weights), so a block of few rows of many entries each spends its products
+#: packing (per-sample MLP Jacobians at width 256, 5,888 entries a sample: 8 rows a block, their
+#: function 334-340 ms a call on 2 threads; 16 rows, 307-316 ms)
+BLOCK_LEAST_ROWS = 16
 #: in blocks, a product of two weights larger than this (entries: 512 KiB) that multiplies a
 #: block's values is multiplied the other way round (:func:`_regrouped`)
 REGROUP_ENTRIES = 1 << 16
@@ -1202,9 +1207,9 @@ def _source(order: Sequence[t.Node], computed: list, outputs: Sequence[t.Node], 
 
 def _blocks(rows: int, per: int) -> tuple[int, int]:
     """``(rows of a block at most, blocks)`` for ``rows`` rows of ``per`` entries of the
-    workspace each: blocks of about ``BLOCK_ENTRIES`` entries, of 8 rows at least, at least one
-    per thread, as even as they come."""
-    size = max(8, min(BLOCK_ENTRIES // max(1, per), -(-rows // _max_threads())))
+    workspace each: blocks of about ``BLOCK_ENTRIES`` entries, of ``BLOCK_LEAST_ROWS`` rows at
+    least, at least one per thread, as even as they come."""
+    size = max(BLOCK_LEAST_ROWS, min(BLOCK_ENTRIES // max(1, per), -(-rows // _max_threads())))
     count = -(-rows // size)
     return -(-rows // count), count
 
