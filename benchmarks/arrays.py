@@ -22,7 +22,7 @@ Per row and size:
 * **steady**: symjac and JAX in one child process, timed side by side in
   interleaved rounds (``timing.side_by_side``) after warm-up (symjac's
   ``T.compile(*args)`` and ``sj.wait_for_kernels()`` first, then up to 20
-  calls (5 s), each followed by ``sj.wait_for_kernels()``, so that its
+  calls (15 s), each followed by ``sj.wait_for_kernels()``, so that its
   compiled loops have been measured against NumPy's passes and chosen:
   :func:`_settle`; JAX's first call compiles it); before that, once,
   untimed, the two results are compared (max |symjac − JAX| / max |JAX| per
@@ -500,7 +500,7 @@ def _rel_diff(got, want) -> float:
 #: the steady rows' warm-up: calls before timing (at most, and at most this many seconds: a
 #: plan's choice between its compiled function and its NumPy steps takes up to 10 timed calls
 #: after the background compiles, and per-sample MLP Jacobians at w = 256 take 0.3-0.6 s a
-#: call: within 5 s, timing began with the choice still being made, half its calls NumPy's)
+#: call: within 5 s, the choice was made at the warm-up's last call)
 WARM_CALLS, WARM_SECONDS = 20, 15.0
 
 
@@ -820,7 +820,8 @@ def section(records: list[dict]) -> str:
         "JAX's backend start and the inputs are done before the timer), symjac with an empty `SYMJAC_CACHE_DIR`; "
         f"median of {runs} process{'es' if runs > 1 else ''} per system. "
         "**steady**: median time per call, symjac and JAX timed side by side in interleaved rounds in one process "
-        "after warm-up (symjac's `T.compile(*args)`, then up to 20 calls or 5 s with the background compiles "
+        "(each repeat after one untimed call of its own) "
+        "after warm-up (symjac's `T.compile(*args)`, then up to 20 calls or 15 s with the background compiles "
         "waited for: its compiled loops measured against NumPy's passes and chosen; JAX's first call); "
         "ratio = JAX time / symjac time (> 1: symjac faster). "
         "**memory**: the increase of the process's peak RSS (`ru_maxrss`) across the first call, median over the "

@@ -376,7 +376,8 @@ def render(rows: list[dict], targets: dict, problems: list, quick: bool, elapsed
         f"Machine: {platform.machine()}, {_cores()} cores, Python {platform.python_version()}; {_versions()}.",
         "",
         "All times are medians over repeats (the machine is shared and noisy); comparisons in the targets table "
-        "were timed side by side, in interleaved rounds, in one process. Every callable takes NumPy arrays and "
+        "were timed side by side, in interleaved rounds, in one process, each repeat after one untimed call of its own "
+        "(another library's threads, spinning after its calls, do not slow the calls timed). Every callable takes NumPy arrays and "
         "returns NumPy arrays (symjac's output shapes). Max error = max |result − reference| / max(1, max |reference|), "
         "against HIPS autograd on the same problem source (finite differences where autograd is missing); "
         "per-sample results are checked on the first 64 samples.",

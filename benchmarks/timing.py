@@ -59,7 +59,12 @@ def side_by_side(contenders: dict[str, Callable[[], object]], rounds: int = 9, t
                  setup: dict[str, Callable[[], object]] | None = None) -> dict:
     """Median seconds per call of each contender, timed in interleaved rounds.
     ``setup[name]``, if given, runs untimed before each of that contender's
-    repeats (a thread count, say: a setting, not part of the call)."""
+    repeats (a thread count, say: a setting, not part of the call).  Each repeat
+    starts with one untimed call of its contender, so that every timed call
+    follows one of its own, as in a loop of that library's calls alone: a
+    library's threads spin for a while after its calls (JAX's, NumPy's BLAS's)
+    and took the cores from the other's next call (symjac's per-sample MLP
+    Jacobians at w = 256: 318 ms a call alone, 357-361 ms right after JAX's)."""
     setup = setup or {}
 
     def ready(name):
@@ -73,7 +78,9 @@ def side_by_side(contenders: dict[str, Callable[[], object]], rounds: int = 9, t
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
         for name in contenders:
-            samples[name].append(_one_repeat(ready(name), numbers[name]))
+            fn = ready(name)
+            fn()
+            samples[name].append(_one_repeat(fn, numbers[name]))
     return {
         name: {"median": statistics.median(t), "min": min(t), "max": max(t), "repeats": len(t)}
         for name, t in samples.items()

@@ -154,7 +154,9 @@ def test_numpy_serves_until_the_kernel_is_ready_and_when_it_measures_faster(fres
         got += [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]
     assert loop.batch.kernel is not None
     assert loop.trials[x.size.bit_length()] is False  # the kernel measured slower: NumPy's passes serve
-    assert len(calls) == 2  # (two pairs: the kernel more than twice as slow, not tried again)
+    # (two pairs, each way's timed call after an untimed one of its own, the first the kernel's
+    # in the call that compiled it: the kernel more than twice as slow, not tried again)
+    assert len(calls) == 3
     for g in got + [before]:
         np.testing.assert_allclose(g, np.cos(x) * x + np.sin(x) + 2 * x, rtol=1e-14, atol=1e-14)
 
@@ -166,11 +168,54 @@ def test_the_kernel_serves_when_it_measures_faster(fresh, monkeypatch):
     with sj.using_tier("array"), sj.compiling("sync"):
         got = [G(x)]
         _quiet(calls)
-        got += [G(x) for _ in range(4 * fused.FusedMap.TRIALS)]
+        got += [G(x) for _ in range(6 * fused.FusedMap.TRIALS)]
     [loop] = _loops()
     assert loop.trials[x.size.bit_length()] is True
-    # (as fast as NumPy, within twice: every pair of trials is run) all calls but NumPy's trials
-    assert len(calls) == 4 * fused.FusedMap.TRIALS - fused.FusedMap.TRIALS
+    # (as fast as NumPy, within twice: every pair of trials is run, each way twice in a row)
+    # all calls but NumPy's trials
+    assert len(calls) == 6 * fused.FusedMap.TRIALS - 2 * fused.FusedMap.TRIALS
+    for g in got:
+        np.testing.assert_allclose(g, 6 * x + 1, rtol=1e-15)
+
+
+def test_a_way_is_timed_only_after_a_call_of_its_own(fresh, monkeypatch):
+    """A kernel's call right after NumPy's pass pays for what that left (BLAS's threads
+    spinning): here 10 against NumPy's 5, and 0 after a call of its own.  The trials time
+    each way after one of its own only, as every call runs once one is chosen: the kernel."""
+    x = RNG.normal(size=10_000)
+    G = sj.grad(lambda x: np.sum(x**2 * 3 + x))
+    now, ways, timed = [0], ["numpy"], []
+    served = fused.FusedMap.served
+
+    def spied(self, size, kernel, numpy_pass):
+        def timed_kernel():
+            now[0] += 10 if ways[-1] == "numpy" else 0
+            ways.append("kernel")
+            return kernel()
+
+        def timed_numpy():
+            now[0] += 5
+            ways.append("numpy")
+            return numpy_pass()
+        before = self.trials.get(size)
+        counts = [len(t) for t in before[:2]] if isinstance(before, tuple) else None
+        value = served(self, size, timed_kernel, timed_numpy)
+        after = self.trials.get(size)
+        if counts is not None:
+            grown = [len(t) for t in after[:2]] if isinstance(after, tuple) else [c + 1 for c in counts]
+            if grown != counts:
+                timed.append(len(ways) - 1)  # (this call's way was timed: ways[-1])
+        return value
+
+    monkeypatch.setattr(fused, "_clock", lambda: now[0])
+    monkeypatch.setattr(fused.FusedMap, "served", spied)
+    with sj.using_tier("array"), sj.compiling("sync"):
+        got = [G(x)]
+        fused._jobs.wait_all()
+        got += [G(x) for _ in range(6 * fused.FusedMap.TRIALS)]
+    [loop] = _loops()
+    assert loop.trials[x.size.bit_length()] is True
+    assert len(timed) >= 4 and all(ways[k - 1] == ways[k] for k in timed), (ways, timed)
     for g in got:
         np.testing.assert_allclose(g, 6 * x + 1, rtol=1e-15)
 

@@ -112,7 +112,12 @@ class FusedMap:
         ``numpy_pass()``'s: NumPy until the kernel is ready, then each in turn on the first
         calls of the size class ``size`` made while no compile runs in the background
         (:data:`TRIALS` pairs at most; meanwhile they take turns untimed), then the faster
-        of the two."""
+        of the two.  A call is timed only where the call before it went the same way, as
+        every call does once one is chosen: a way's first call after the other's pays for
+        what that one left (NumPy's BLAS threads spin ~0.1 s after a product, and took the
+        cores from the threads of the call after it: a per-sample MLP's function at width
+        256 ran 355-373 ms after the plan's NumPy steps, 313-316 after itself, and its
+        steps were chosen); each way runs twice in a row, the first untimed."""
         batch = self.batch
         if batch is None or batch.kernel is None:
             return numpy_pass()
@@ -124,25 +129,23 @@ class FusedMap:
         if choice is True:
             value = kernel()
             return numpy_pass() if value is None else value
-        fused_times, numpy_times, turn = choice
-        if _jobs.busy():
-            # (while other loops compile in the background, timings measure the compile: the
-            # ways take turns untimed, and the trials wait for a quiet moment)
-            if turn:
-                turn.pop()
-                return numpy_pass()
-            turn.append(True)
-            value = kernel()
-            return numpy_pass() if value is None else value
+        fused_times, numpy_times, last = choice  # (last: the way the class's call before went, if any)
+        busy = _jobs.busy()
+        # (while other loops compile in the background, timings measure the compile: the ways
+        # take turns untimed, and the trials wait for a quiet moment)
+        fused_way = not last[0] if busy and last else len(fused_times) <= len(numpy_times)
+        timed = not busy and last == [fused_way]
         start = _clock()
-        if len(fused_times) <= len(numpy_times):
-            value = kernel()
-            if value is None:  # (the kernel went meanwhile)
-                return numpy_pass()
-            fused_times.append(_clock() - start)
-        else:
+        value = kernel() if fused_way else None
+        fused_way = value is not None  # (else NumPy's: the kernel went meanwhile, or it is NumPy's turn)
+        if not fused_way:
             value = numpy_pass()
-            numpy_times.append(_clock() - start)
+        elapsed = _clock() - start
+        timed &= last == [fused_way]
+        last[:] = [fused_way]
+        if not timed:
+            return value
+        (fused_times if fused_way else numpy_times).append(elapsed)
         if len(numpy_times) == len(fused_times) >= 2:  # (a clear winner after two pairs is not tried again:
             # two, as a first call may pay once for memory it touches first)
             kernel_best, numpy_best = min(fused_times), min(numpy_times)
