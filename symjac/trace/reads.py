@@ -467,7 +467,13 @@ class Fetch:
                             out[n] = value
         except Exception:  # (a path that no longer leads anywhere: build again)
             return None
-        for value, (shape, dtype) in zip(out, self.specs, strict=True):
+        # (by index: a zip of the arrays and their specs, its tuples unpacked, took twice as long,
+        # ~0.3 µs of a 3 µs Jacobian reading two closure arrays)
+        specs = self.specs
+        k = 0
+        for value in out:
+            shape, dtype = specs[k]
+            k += 1
             if value.__class__ is not _ndarray or value.shape != shape or (value.dtype is not dtype
                                                                              and value.dtype != dtype):
                 return None
