@@ -190,10 +190,12 @@ def test_tables_of_the_same_bits_are_one_global():
     assert len(constants) == len(set(constants))
 
 
-def _input_layer(m: int, n: int, dtype):
+def _input_layer(m: int, n: int, dtype, bias: bool = False):
     """``m`` sums ``W[j, 0] * x[0] + W[j, 1] * x[1] + ...`` with the weights ``W``
     an input (a model's weights read on every call), products written both ways
-    round; also one sum with a subtraction (its coefficients stay straight-line)."""
+    round; also one sum with a subtraction (its coefficients stay straight-line).
+    ``bias``: each of the ``m`` sums has a value added last (``x @ W + b``: the term
+    without a coefficient read from ``W``)."""
     p = Program()
 
     def op(name, *args, payload=None):
@@ -208,10 +210,12 @@ def _input_layer(m: int, n: int, dtype):
             w = op("load", payload=(1, j % m * n + i))
             term = op("mul", w, v) if (i + j) % 2 else op("mul", v, w)
             acc = term if acc is None else op("sub" if j == m and i == 2 else "add", acc, term)
+        if bias and j < m:
+            acc = op("add", acc, xs[j % n])
         sums.append(acc)
     for j, s in enumerate(sums):
         p.stores.append((0, j, s))
-    spec = KernelSpec(f"wdots_{m}x{n}_{np.dtype(dtype).name}", [("x", (n,)), ("w", (m, n))],
+    spec = KernelSpec(f"wdots_{m}x{n}{'b' * bias}_{np.dtype(dtype).name}", [("x", (n,)), ("w", (m, n))],
                       [(len(sums),)], np.dtype(dtype), "dot chains over an input")
     return p, spec
 
@@ -233,12 +237,18 @@ def _load_two(program, spec, batched):
     return kernel
 
 
+@pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_dot_loops_over_weights_read_from_an_input_give_the_tapes_bits(dtype):
+def test_dot_loops_over_weights_read_from_an_input_give_the_tapes_bits(dtype, bias):
     m, n = 9, 8
-    program, spec = _input_layer(m, n, dtype)
+    program, spec = _input_layer(m, n, dtype, bias)
     groups = find_dots(program, uses(program), sources=lambda i: True)
     assert [(len(g.roots), g.source) for g in groups] == [(m, 1)]  # the sum with a subtraction is left out
+    if bias:  # (each loop's sum is the one before the bias, which is added after it as written)
+        stored = {v for _, _, v in program.stores}
+        assert not set(groups[0].roots) & stored
+        assert all(program.ops[v][0] == "add" and program.ops[v][1][0] in groups[0].roots
+                   for _, j, v in program.stores if j < m)
     assert not find_dots(program, uses(program))  # (no constant coefficients: nothing without sources)
     xs = _inputs(n, 21, dtype)
     w = _inputs(m * n, 1, dtype)[0].reshape(m, n)
