@@ -134,14 +134,13 @@ class FusedMap:
         # (while other loops compile in the background, timings measure the compile: the ways
         # take turns untimed, and the trials wait for a quiet moment)
         fused_way = not last[0] if busy and last else len(fused_times) <= len(numpy_times)
-        timed = not busy and last == [fused_way]
         start = _clock()
         value = kernel() if fused_way else None
         fused_way = value is not None  # (else NumPy's: the kernel went meanwhile, or it is NumPy's turn)
         if not fused_way:
             value = numpy_pass()
         elapsed = _clock() - start
-        timed &= last == [fused_way]
+        timed = not busy and last == [fused_way]
         last[:] = [fused_way]
         if not timed:
             return value
