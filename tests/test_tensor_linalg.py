@@ -35,6 +35,9 @@ FUNCTIONS = [
     ("solve_matrix", lambda np_, x: np_.linalg.solve(_spd(np_, x), R * x[0] + x[:2]).ravel()),
     ("cholesky", lambda np_, x: np_.linalg.cholesky(_spd(np_, x))[:, 1:3].ravel()),
     ("stacked_inv", lambda np_, x: np_.linalg.inv(np_.stack([_spd(np_, x), _spd(np_, x[::-1])]))[:, 0].ravel()),
+    # a Gaussian process's log-determinant through np.diag of the factor, and a vector on a diagonal
+    ("cholesky_logdet", lambda np_, x: np_.sum(np_.log(np_.diag(np_.linalg.cholesky(_spd(np_, x))))) * x),
+    ("diag_of_a_vector", lambda np_, x: np_.linalg.inv(_spd(np_, x) + np_.diag(np_.sin(x)))[1:3].ravel()),
 ]
 
 

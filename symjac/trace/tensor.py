@@ -1048,6 +1048,19 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
     return TArray(t.einsum([x.node], ["".join(chars)], rest + chars[a1]))
 
 
+def _diag(v, k=0):
+    """``np.diag``: a matrix's diagonal (as :func:`_diagonal`), or the matrix of a vector on its
+    diagonal (an index renaming: ``a -> aa``, zeros elsewhere)."""
+    x = _as_t(v)
+    if k:
+        raise _refuse("np.diag(v, k) with k != 0")
+    if x.ndim == 2:
+        return _diagonal(x)
+    if x.ndim != 1:
+        raise ValueError("Input must be 1- or 2-d.")
+    return TArray(t.einsum([x.node], ["a"], "aa"))
+
+
 # ----- dense linear algebra --------------------------------------------------------------------
 
 #: np.linalg.slogdet's result (NumPy's is a named tuple too)
@@ -1236,7 +1249,7 @@ _BY_FUNC: dict = {
     np.matmul: _matmul, np.dot: _dot, np.tensordot: _tensordot, np.outer: _outer, np.inner: _inner,
     np.vdot: _vdot, np.einsum: _einsum, np.linalg.multi_dot: norms.multi_dot, np.trace: _trace,
     np.diff: assembly.diff, np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
-    np.diagonal: _diagonal,
+    np.diagonal: _diagonal, np.diag: _diag,
     np.linalg.det: _det, np.linalg.inv: _inv, np.linalg.slogdet: _slogdet, np.linalg.cholesky: _cholesky,
     np.linalg.solve: _solve,
     np.reshape: lambda a, shape=None, order="C", **kw: _reshape(a, shape if shape is not None else kw["newshape"], order),
