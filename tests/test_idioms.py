@@ -362,3 +362,20 @@ def test_idioms_give_identical_bits_on_tape_and_kernel():
             np.testing.assert_array_equal(a, b)
         for a, f in zip(kernel if transform.kind == "jit" else (), fns, strict=False):
             np.testing.assert_allclose(a, f(X), rtol=1e-14)
+
+
+@pytest.mark.parametrize("tier", ["scalar", "array"])
+@pytest.mark.parametrize("f", [
+    lambda M: M.repeat(2, axis=0) * M.repeat(3)[:12].reshape(3, 4).repeat(2, axis=0),
+    lambda M: M.take([2, 0], axis=1) + M.take([5, 1, 11])[:, None],
+    lambda M: np.stack([M, np.sin(M)]).mT @ M,
+], ids=["repeat", "take", "mT"])
+def test_array_methods_repeat_take_and_mT(tier, f):
+    """``x.repeat``, ``x.take`` and ``x.mT`` as NumPy's arrays have them (they raised a
+    plain AttributeError on traced arrays), on both tiers."""
+    M = np.arange(12.0).reshape(3, 4) / 7 - 0.5
+    with sj.using_tier(tier):
+        np.testing.assert_allclose(sj.jit(f)(M), f(M), rtol=1e-14, atol=1e-15)
+        check_grads(f, [M])
+        with pytest.raises(ValueError, match="ndim < 2"):
+            sj.jit(lambda x: x.mT)(np.ones(3))

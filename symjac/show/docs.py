@@ -34,7 +34,7 @@ def operations_markdown() -> str:
         "symjac/ir/ops.py; do not edit -->",
         "",
         "symjac traces these operations (plus the operators `+ - * / ** @`, unary `-`, `abs()`, ",
-        "comparisons, indexing and slicing with constant indices, `.T`, `.reshape`, `.sum` and the ",
+        "comparisons, indexing and slicing with constant indices, `.T`, `.mT`, `.reshape`, `.sum` and the ",
         "other ndarray methods of the same names, broadcasting, `np.array([...])` of traced values, ",
         "and constants from closures).  Anything else raises `UnsupportedOperationError` naming ",
         "the function.",

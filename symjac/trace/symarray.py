@@ -95,6 +95,7 @@ class SymArray:
     ndim = property(lambda self: self.elems.ndim)
     size = property(lambda self: self.elems.size)
     T = property(lambda self: self.transpose())
+    mT = property(lambda self: _matrix_transpose(self))
     real = property(lambda self: self)
 
     def __repr__(self) -> str:
@@ -317,6 +318,12 @@ class SymArray:
 
     def swapaxes(self, a, b):
         return PRIMITIVES["swapaxes"].build(self, a, b)
+
+    def repeat(self, repeats, axis=None):
+        return np.repeat(self, repeats, axis=axis)
+
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        return np.take(self, indices, axis=axis, out=out, mode=mode)
 
     def dot(self, other):
         return PRIMITIVES["dot"].build(self, other)
@@ -824,3 +831,11 @@ def store_error(dtype) -> TracerConversionError:
         "Create it inside the traced function (np.zeros(n), np.zeros_like(x)), or build "
         "the result with np.concatenate / np.stack."
     )
+
+
+def _matrix_transpose(a):
+    """``a.mT`` (of either tier's arrays): the last two axes swapped (NumPy's error for fewer
+    than two)."""
+    if a.ndim < 2:
+        raise ValueError("matrix transpose with ndim < 2 is undefined")
+    return a.swapaxes(-1, -2)

@@ -31,7 +31,7 @@ from . import (
     norms,
     primitives,  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
 )
-from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row, store_error
+from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row, _matrix_transpose, store_error
 
 
 class NotArrayTraceable(UnsupportedOperationError):
@@ -106,6 +106,7 @@ class TArray:
     size = property(lambda self: self.node.size)
     dtype = property(lambda self: self.node.dtype)
     T = property(lambda self: self.transpose())
+    mT = property(lambda self: _matrix_transpose(self))
     real = property(lambda self: self)
 
     def __repr__(self) -> str:
@@ -225,6 +226,12 @@ class TArray:
 
     def swapaxes(self, a, b):
         return _swapaxes(self, a, b)
+
+    def repeat(self, repeats, axis=None):
+        return np.repeat(self, repeats, axis=axis)
+
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        return np.take(self, indices, axis=axis, out=out, mode=mode)
 
     def dot(self, other):
         return _dot(self, other)
