@@ -857,3 +857,23 @@ def test_a_spread_is_numpys_broadcast_read_only(mid, shape):
         got = _spreader(mid, shape)(operand)
         assert got.shape == want.shape and got.dtype == want.dtype and not got.flags.writeable
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.clip(x @ x.T, 0.0, None) * x[:, :1],
+    lambda x: np.clip(np.sin(x), None, 0.3 * x) + x,
+    lambda x: (x * x).clip(-0.2, None),
+], ids=["no_upper", "no_lower_array_bound", "method"])
+def test_clip_with_a_bound_left_out_stays_on_the_array_tier(f):
+    """``np.clip(z, 0.0, None)`` (a ReLU as users write it) traced on the array tier (its None
+    made it a constant of dtype object, and the program went to the scalar tier), with NumPy's
+    values and the scalar tier's derivatives."""
+    x = _x(6, 5)
+    with sj.using_tier("array"):
+        J = sj.jacobian(f)
+        got = J(x)
+        assert J.info(x).tier == "array" and "scalar" not in J.info(x).why
+        np.testing.assert_allclose(sj.jit(f)(x), f(x), rtol=1e-14, atol=1e-15)
+        check_grads(f, [x], order=1)
+    with sj.using_tier("scalar"):
+        np.testing.assert_allclose(got, sj.jacobian(f)(x), rtol=1e-13, atol=1e-14)

@@ -382,6 +382,9 @@ def elementwise(build: Callable, inputs: Sequence, kwargs: dict) -> TArray:
     placeholders = []
     shapes = []
     for value in inputs:
+        if value is None:  # (an absent argument: np.clip(x, 0.0, None) without its upper bound)
+            placeholders.append(None)
+            continue
         scalar = _scalar_operand(value)
         if scalar is not None:
             placeholders.append(scalar)
