@@ -877,3 +877,26 @@ def test_clip_with_a_bound_left_out_stays_on_the_array_tier(f):
         check_grads(f, [x], order=1)
     with sj.using_tier("scalar"):
         np.testing.assert_allclose(got, sj.jacobian(f)(x), rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.tril(x @ x.T, -1) * 2.0,
+    lambda x: np.triu(np.exp(x), 2) + x,
+    lambda x: np.tril(np.stack([x, x * x]), 1),
+], ids=["tril_below", "triu_above", "tril_stacked"])
+def test_tril_and_triu_stay_on_the_array_tier(f):
+    """``np.tril`` / ``np.triu`` on the array tier (they sent the program to the scalar tier):
+    NumPy's values, a NaN or inf zeroed out included, the scalar tier's derivatives."""
+    x = _x(6, 5)
+    with sj.using_tier("array"):
+        J = sj.jacobian(f)
+        got = J(x)
+        assert J.info(x).tier == "array" and "scalar" not in J.info(x).why
+        np.testing.assert_array_equal(sj.jit(f)(x), f(x))
+        check_grads(f, [x], order=1)
+        y = x.copy()
+        y[0, 4], y[4, 0] = np.inf, np.nan
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(sj.jit(f)(y), f(y))
+    with sj.using_tier("scalar"):
+        np.testing.assert_allclose(got, sj.jacobian(f)(x), rtol=1e-13, atol=1e-14)

@@ -1058,6 +1058,21 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
     return TArray(t.einsum([x.node], ["".join(chars)], rest + chars[a1]))
 
 
+def _triangle(lower: bool) -> Callable:
+    """``np.tril`` / ``np.triu``: the entries kept by a constant mask (NumPy's ``tri(k)``,
+    as the scalar tier's ``composites._triangle``), zeros elsewhere, as ``np.where`` picks
+    them (a NaN or inf zeroed out is 0.0, as NumPy's)."""
+    def build(m, k=0):
+        x = _as_t(m)
+        if x.ndim < 2:
+            raise _refuse(f"np.{'tril' if lower else 'triu'} of a {x.ndim}-d array")
+        rows, cols = x.shape[-2:]
+        mask = np.tri(rows, cols, k if lower else k - 1, dtype=bool)
+        return _BY_FUNC[np.where](mask if lower else ~mask, x, np.zeros((), x.dtype))
+
+    return build
+
+
 def _diag(v, k=0):
     """``np.diag``: a matrix's diagonal (as :func:`_diagonal`), or the matrix of a vector on its
     diagonal (an index renaming: ``a -> aa``, zeros elsewhere)."""
@@ -1259,7 +1274,7 @@ _BY_FUNC: dict = {
     np.matmul: _matmul, np.dot: _dot, np.tensordot: _tensordot, np.outer: _outer, np.inner: _inner,
     np.vdot: _vdot, np.einsum: _einsum, np.linalg.multi_dot: norms.multi_dot, np.trace: _trace,
     np.diff: assembly.diff, np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
-    np.diagonal: _diagonal, np.diag: _diag,
+    np.diagonal: _diagonal, np.diag: _diag, np.tril: _triangle(True), np.triu: _triangle(False),
     np.linalg.det: _det, np.linalg.inv: _inv, np.linalg.slogdet: _slogdet, np.linalg.cholesky: _cholesky,
     np.linalg.solve: _solve,
     np.reshape: lambda a, shape=None, order="C", **kw: _reshape(a, shape if shape is not None else kw["newshape"], order),
