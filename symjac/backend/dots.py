@@ -136,11 +136,11 @@ def chains(program: Program, counts: list[int], skip: frozenset[int] | set[int] 
         if source is False or any(isinstance(c, Entry) and c[0] != source for c, _, _ in terms):
             rest = terms[1:]
             left = ops[root][1][0]
-            if (len(rest) >= MIN_TERMS and left in inner and isinstance(rest[0][0], Entry)
-                    and all(isinstance(c, Entry) and c[0] == rest[0][0][0] for c, _, _ in rest)):
+            rest_source = _kind(rest) if len(rest) >= MIN_TERMS and left in inner else False
+            if rest_source is not None and rest_source is not False:
                 # a layer's bias added last (``x @ W + b``, W an input): the chain is the sum
                 # before it, and the addition of the bias stays as it is (the same fold: its bits)
-                root, terms, members, source = left, rest, members[1:], rest[0][0][0]
+                root, terms, members, source = left, rest, members[1:], rest_source
             else:
                 terms, members = _terms(ops, counts, inner, root, None)  # mixed: constant coefficients only
                 source = None

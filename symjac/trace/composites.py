@@ -97,14 +97,18 @@ def round_(a, decimals=0, out=None):
 # ----- matrices --------------------------------------------------------------------------------
 
 
+def triangle_kept(rows: int, cols: int, k: int, lower: bool) -> np.ndarray:
+    """The entries ``np.tril`` (``lower``) or ``np.triu`` keeps of a ``rows x cols`` matrix:
+    NumPy's tril keeps tri(k); triu zeroes tri(k - 1)."""
+    mask = np.tri(rows, cols, k if lower else k - 1, dtype=bool)
+    return mask if lower else ~mask
+
+
 def _triangle(lower: bool):
     def build(m, k=0):
         x = from_object_array(m)
         rows, cols = (x.shape[-2:] if x.ndim >= 2 else (x.shape[-1], x.shape[-1]))
-        # NumPy: tril keeps tri(k); triu zeroes tri(k - 1)
-        mask = np.tri(rows, cols, k if lower else k - 1, dtype=bool)
-        keep = mask if lower else ~mask
-        elems = np.where(keep, x.elems, g.ZERO)
+        elems = np.where(triangle_kept(rows, cols, k, lower), x.elems, g.ZERO)
         return SymArray(np.asarray(elems, dtype=object), x.dtype)
 
     return build

@@ -28,6 +28,7 @@ from ..ir import graph as g
 from ..ir import tensor as t
 from . import (
     assembly,
+    composites,
     norms,
     primitives,  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
 )
@@ -1059,16 +1060,15 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
 
 
 def _triangle(lower: bool) -> Callable:
-    """``np.tril`` / ``np.triu``: the entries kept by a constant mask (NumPy's ``tri(k)``,
-    as the scalar tier's ``composites._triangle``), zeros elsewhere, as ``np.where`` picks
-    them (a NaN or inf zeroed out is 0.0, as NumPy's)."""
+    """``np.tril`` / ``np.triu``: the entries kept by a constant mask (the scalar tier's,
+    ``composites.triangle_kept``), zeros elsewhere, as ``np.where`` picks them (a NaN or inf
+    zeroed out is 0.0, as NumPy's)."""
     def build(m, k=0):
         x = _as_t(m)
         if x.ndim < 2:
             raise _refuse(f"np.{'tril' if lower else 'triu'} of a {x.ndim}-d array")
-        rows, cols = x.shape[-2:]
-        mask = np.tri(rows, cols, k if lower else k - 1, dtype=bool)
-        return _BY_FUNC[np.where](mask if lower else ~mask, x, np.zeros((), x.dtype))
+        kept = composites.triangle_kept(*x.shape[-2:], k, lower)
+        return _BY_FUNC[np.where](kept, x, np.zeros((), x.dtype))
 
     return build
 
