@@ -206,21 +206,6 @@ def test_a_weight_of_a_new_shape_builds_a_new_program():
     np.testing.assert_allclose(J(X), _jac_tanh(m.W, X, m.b), rtol=1e-12)
 
 
-def test_the_second_of_two_weights_changing_alone_builds_a_new_program():
-    """Only the second of two captured arrays changes (its shape, its dtype, then it is a
-    list): each call checks every array it fetches against what the program was built
-    for, so the old program never serves it."""
-    m = Model()
-    J = sj.jacobian(m)
-    J(X)
-    m.b = np.array([0.3])  # (broadcast against W @ x: a program of its own)
-    np.testing.assert_allclose(J(X), _jac_tanh(m.W, X, m.b), rtol=1e-12)
-    m.b = np.array([0.3, -0.2], dtype=np.float32)
-    np.testing.assert_allclose(J(X), _jac_tanh(m.W, X, m.b.astype(np.float64)), rtol=1e-6)
-    m.b = [0.1, 0.4]
-    np.testing.assert_allclose(J(X), _jac_tanh(m.W, X, np.asarray(m.b)), rtol=1e-12)
-
-
 def test_branching_on_a_weights_value_still_follows_changes():
     class Switch:
         def __init__(self):
@@ -320,3 +305,19 @@ def test_a_dask_vmap_sends_the_current_weights_with_the_program():
         got = batched(da.from_array(Xs, chunks=2)).compute(scheduler="synchronous")
     for s in range(6):
         np.testing.assert_allclose(got[s], _jac_tanh(m.W, Xs[s], m.b), rtol=1e-12)
+
+
+def test_the_second_of_two_weights_changing_alone_builds_a_new_program():
+    """Only the second of two captured arrays changes (its shape, its dtype, then it is a
+    list): each call checks every array it fetches against what the program was built
+    for, so the old program never serves it.  (Last in the module: its model's weights are
+    drawn from the module's generator, and the tests after it would see other values.)"""
+    m = Model()
+    J = sj.jacobian(m)
+    J(X)
+    m.b = np.array([0.3])  # (broadcast against W @ x: a program of its own)
+    np.testing.assert_allclose(J(X), _jac_tanh(m.W, X, m.b), rtol=1e-12)
+    m.b = np.array([0.3, -0.2], dtype=np.float32)
+    np.testing.assert_allclose(J(X), _jac_tanh(m.W, X, m.b.astype(np.float64)), rtol=1e-6)
+    m.b = [0.1, 0.4]
+    np.testing.assert_allclose(J(X), _jac_tanh(m.W, X, np.asarray(m.b)), rtol=1e-12)
