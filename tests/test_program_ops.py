@@ -461,6 +461,7 @@ def test_refusals_say_what_was_expected_seen_and_how_to_fix(fn, kind, words):
 W3 = np.array([0.5, -1.0, 2.0])
 #: operations the array tier traces (the same builders as the scalar tier's, or gathers for the windows)
 ARRAY_TIER = [
+    ("maximum_accumulate", lambda x: np.maximum.accumulate(x) * x, RNG.normal(size=8)),
     ("sliding_window_view", lambda x: np.tanh(swv(x, 3) @ W3) + swv(np.outer(x, x), (2, 3))[:, 0].sum(axis=(1, 2))[:6],
      RNG.normal(size=8)),
     ("multi_dot", lambda x: np.linalg.multi_dot([x, np.outer(x, x), np.sin(np.outer(x, x))[:, :4], x[:4]]) * x,
@@ -497,14 +498,13 @@ def test_the_array_tier_traces_windows_chains_norms_and_differences(name, fn, x)
 
 SCALAR_ONLY = [
     ("np.correlate", lambda x: np.correlate(x, x[:3], "same")),
-    ("np.maximum.accumulate", lambda x: np.maximum.accumulate(x) * x),
     ("scipy.signal.convolve", lambda x: signal.convolve(x, x[:2])),
     ("scipy.signal.correlate2d", lambda x: signal.correlate2d(x.reshape(2, 3), x[:4].reshape(2, 2), "same")),
 ]
 
 
 @pytest.mark.parametrize("name, fn", SCALAR_ONLY, ids=[c[0] for c in SCALAR_ONLY])
-def test_the_array_tier_leaves_positions_correlations_and_running_extrema_to_the_scalar_tier(name, fn):
+def test_the_array_tier_leaves_correlations_to_the_scalar_tier(name, fn):
     x = RNG.normal(size=6)
     with sj.using_tier("array"):
         T = sj.jacobian(fn)

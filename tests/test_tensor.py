@@ -11,6 +11,7 @@ on the array tier itself.
 import numpy as np
 import pytest
 import sympy as sp
+from scipy import special as scipy_special
 
 import symjac as sj
 from symjac.ir import tensor as t
@@ -859,6 +860,28 @@ def test_a_spread_is_numpys_broadcast_read_only(mid, shape):
         np.testing.assert_array_equal(got, want)
 
 
+def _stays_on_the_array_tier(f, x, order=1, specials=None, exact=False):
+    """f traced on the array tier (not sent to the scalar tier): NumPy's values (bit for bit
+    if ``exact``), at ``specials`` (position -> value: infs, NaNs) too, the finite-difference
+    checker to ``order``, and the scalar tier's Jacobian."""
+    same = np.testing.assert_array_equal if exact else (
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15))
+    with sj.using_tier("array"):
+        J = sj.jacobian(f)
+        got = J(x)
+        assert J.info(x).tier == "array" and "scalar" not in J.info(x).why, J.info(x).why
+        same(sj.jit(f)(x), f(x))
+        check_grads(f, [x], order=order)
+        if specials:
+            y = x.copy()
+            for where, value in specials.items():
+                y[where] = value
+            with np.errstate(all="ignore"):
+                same(sj.jit(f)(y), f(y))
+    with sj.using_tier("scalar"):
+        np.testing.assert_allclose(got, sj.jacobian(f)(x), rtol=1e-13, atol=1e-14)
+
+
 @pytest.mark.parametrize("f", [
     lambda x: np.clip(x @ x.T, 0.0, None) * x[:, :1],
     lambda x: np.clip(np.sin(x), None, 0.3 * x) + x,
@@ -868,15 +891,7 @@ def test_clip_with_a_bound_left_out_stays_on_the_array_tier(f):
     """``np.clip(z, 0.0, None)`` (a ReLU as users write it) traced on the array tier (its None
     made it a constant of dtype object, and the program went to the scalar tier), with NumPy's
     values and the scalar tier's derivatives."""
-    x = _x(6, 5)
-    with sj.using_tier("array"):
-        J = sj.jacobian(f)
-        got = J(x)
-        assert J.info(x).tier == "array" and "scalar" not in J.info(x).why
-        np.testing.assert_allclose(sj.jit(f)(x), f(x), rtol=1e-14, atol=1e-15)
-        check_grads(f, [x], order=1)
-    with sj.using_tier("scalar"):
-        np.testing.assert_allclose(got, sj.jacobian(f)(x), rtol=1e-13, atol=1e-14)
+    _stays_on_the_array_tier(f, _x(6, 5))
 
 
 @pytest.mark.parametrize("f", [
@@ -887,16 +902,53 @@ def test_clip_with_a_bound_left_out_stays_on_the_array_tier(f):
 def test_tril_and_triu_stay_on_the_array_tier(f):
     """``np.tril`` / ``np.triu`` on the array tier (they sent the program to the scalar tier):
     NumPy's values, a NaN or inf zeroed out included, the scalar tier's derivatives."""
-    x = _x(6, 5)
-    with sj.using_tier("array"):
-        J = sj.jacobian(f)
-        got = J(x)
-        assert J.info(x).tier == "array" and "scalar" not in J.info(x).why
-        np.testing.assert_array_equal(sj.jit(f)(x), f(x))
-        check_grads(f, [x], order=1)
-        y = x.copy()
-        y[0, 4], y[4, 0] = np.inf, np.nan
-        with np.errstate(all="ignore"):
-            np.testing.assert_array_equal(sj.jit(f)(y), f(y))
-    with sj.using_tier("scalar"):
-        np.testing.assert_allclose(got, sj.jacobian(f)(x), rtol=1e-13, atol=1e-14)
+    _stays_on_the_array_tier(f, _x(6, 5), specials={(0, 4): np.inf, (4, 0): np.nan}, exact=True)
+
+
+_SCANS = {
+    "prod_axis": lambda x: np.prod(x, axis=1) + x[:, 0],
+    "prod_all_keepdims": lambda x: np.prod(x - 0.8, keepdims=True) * x,
+    "prod_method": lambda x: x.prod(0) * 2.0,
+    "multiply_reduce": lambda x: np.multiply.reduce(x * x),
+    "prod_empty_axis": lambda x: np.prod(x[:, :0], axis=1) + x[:, 1],
+    "cumsum_flat": lambda x: np.cumsum(np.sin(x)),
+    "cumsum_axis0_method": lambda x: (x * x).cumsum(0),
+    "cumprod_axis1": lambda x: np.cumprod(x - 0.8, axis=1),
+    "add_accumulate": lambda x: np.add.accumulate(x, axis=1),
+    "maximum_accumulate": lambda x: np.maximum.accumulate(x * np.linspace(1.0, 2.0, 7), axis=1),  # (no ties)
+    "cumulative_sum_initial": lambda x: np.cumulative_sum(x, axis=0, include_initial=True),
+    "cumulative_prod": lambda x: np.cumulative_prod(x[0]),
+}
+
+
+@pytest.mark.parametrize("name", list(_SCANS))
+def test_products_and_running_sums_stay_on_the_array_tier(name):
+    """np.prod, np.cumsum, np.cumprod and the ufuncs' reduce/accumulate on the array tier
+    (they sent the program to the scalar tier): NumPy's values to rounding with an inf,
+    a NaN and zeros among the entries, exact derivatives where entries are zero (a
+    product's derivative is the product of the others), the scalar tier's Jacobians."""
+    if not hasattr(np, "cumulative_sum") and name.startswith("cumulative"):
+        pytest.skip("NumPy < 2.1")
+    f = _SCANS[name]
+    x = _x(5, 7)
+    x[1, 2] = x[3, 0] = x[3, 4] = 0.8  # (zeros of x - 0.8: one in a row, two in another)
+    x[1, 3] = x[3, 5] = 0.0
+    # (a running maximum's second differences cross kinks where two random entries are close)
+    _stays_on_the_array_tier(f, x, order=1 if "maximum" in name else 2,
+                             specials={(0, 4): np.inf, (2, 1): np.nan, (4, 6): -np.inf})
+
+
+_SPECIAL = {
+    "logsumexp_axis": lambda x: scipy_special.logsumexp(x, axis=1),
+    "logsumexp_weighted": lambda x: scipy_special.logsumexp(x, axis=0, b=np.arange(1.0, 8.0)),
+    "logsumexp_all": lambda x: scipy_special.logsumexp(x * x),
+    "softmax": lambda x: scipy_special.softmax(x, axis=1),
+    "log_softmax": lambda x: scipy_special.log_softmax(x, axis=0),
+}
+
+
+@pytest.mark.parametrize("f", list(_SPECIAL.values()), ids=list(_SPECIAL))
+def test_scipy_logsumexp_and_softmax_stay_on_the_array_tier(f):
+    """scipy.special's logsumexp/softmax/log_softmax on the array tier (their traceable
+    versions converted a traced array to NumPy, which sent the program to the scalar tier)."""
+    _stays_on_the_array_tier(f, _x(5, 7) * 3.0, order=2)

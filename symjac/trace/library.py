@@ -368,6 +368,13 @@ vsplit = _axis_splitter(np.vsplit)
 # ----- SciPy functions written in Python (traced code sees these in their place) -------------------
 
 
+def _operand(a):
+    """A traced array of either tier as it is (the functions below are NumPy calls, which
+    serve both); anything else as the scalar tier's SymArray."""
+    x = ops.as_operand(a)
+    return from_object_array(x) if isinstance(x, np.ndarray) else x
+
+
 def _finite_or_zero(m: SymArray) -> SymArray:
     return np.where(np.isfinite(m), m, 0.0)
 
@@ -376,7 +383,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """scipy.special.logsumexp: log(sum(b * exp(a - max))) + max (SciPy's result to a few ulps)."""
     if return_sign:
         raise UnsupportedOperationError("scipy.special.logsumexp(..., return_sign=True) while tracing")
-    x = from_object_array(a)
+    x = _operand(a)
     m = _finite_or_zero(np.max(x, axis=axis, keepdims=True))
     terms = np.exp(x - m) if b is None else np.multiply(b, np.exp(x - m))
     out = np.log(np.sum(terms, axis=axis, keepdims=True)) + m
@@ -385,14 +392,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 def softmax(x, axis=None):
     """scipy.special.softmax: exp(x - max) / sum(exp(x - max)), as SciPy."""
-    x = from_object_array(x)
+    x = _operand(x)
     shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return shifted / np.sum(shifted, axis=axis, keepdims=True)
 
 
 def log_softmax(x, axis=None):
     """scipy.special.log_softmax: (x - max) - log(sum(exp(x - max))), as SciPy."""
-    x = from_object_array(x)
+    x = _operand(x)
     tmp = x - _finite_or_zero(np.max(x, axis=axis, keepdims=True))
     return tmp - np.log(np.sum(np.exp(tmp), axis=axis, keepdims=True))
 

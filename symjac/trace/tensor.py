@@ -31,6 +31,7 @@ from . import (
     composites,
     norms,
     primitives,  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
+    scans,
 )
 from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row, _matrix_transpose, store_error
 
@@ -144,6 +145,9 @@ class TArray:
             if name is not None:
                 kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
                 return FUNCTIONS_T[name](*inputs, **kwargs)
+        scan = scans.ufunc_method(ufunc, method, _refuse)
+        if scan is not None:
+            return scan(*inputs, **kwargs)
         if method == "at" and ufunc is np.add:
             return _add_at(*inputs)
         raise _refuse(f"np.{ufunc.__name__}.{method}")
@@ -250,6 +254,15 @@ class TArray:
 
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
         return _mean(self, axis, dtype, out, keepdims, **kwargs)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        return _prod(self, axis, dtype, out, keepdims, **kwargs)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        return _cumsum(self, axis, dtype, out)
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        return _cumprod(self, axis, dtype, out)
 
     def max(self, axis=None, out=None, keepdims=False, **kwargs):
         return _extremum("max")(self, axis, out, keepdims, **kwargs)
@@ -845,6 +858,11 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
 
 
+_prod = scans.prod(_refuse)
+_cumsum = scans.running(np.add, "cumsum", _refuse)
+_cumprod = scans.running(np.multiply, "cumprod", _refuse)
+
+
 def _extremum(kind: str):
     def build(a, axis=None, out=None, keepdims=False, initial=None, where=None):
         _check_kwargs(f"{kind}", {"initial": initial, "where": where}, out)
@@ -1283,12 +1301,16 @@ _BY_FUNC: dict = {
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.broadcast_to: _broadcast_to,
     np.atleast_1d: _atleast(1), np.atleast_2d: _atleast(2),
     np.concatenate: _concatenate, np.stack: _stack, np.hstack: _hstack, np.vstack: _vstack,
+    np.prod: _prod, np.cumsum: _cumsum, np.cumprod: _cumprod,
     np.take: _take, np.bincount: _bincount, np.copy: lambda a, order="K", subok=False: TArray(_as_t(a).node),
     np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0), np.full_like: _full_like,
     np.array: array, np.asarray: lambda a, dtype=None, order=None, **kw: array(a, dtype, copy=False),
     np.shape: lambda a: _as_t(a).shape, np.ndim: lambda a: _as_t(a).ndim, np.size: lambda a, axis=None: (
         _as_t(a).size if axis is None else _as_t(a).shape[axis]),
 }
+if hasattr(np, "cumulative_sum"):  # (NumPy 2.1)
+    _BY_FUNC[np.cumulative_sum] = scans.cumulative(np.add, 0, "np.cumulative_sum", _refuse)
+    _BY_FUNC[np.cumulative_prod] = scans.cumulative(np.multiply, 1, "np.cumulative_prod", _refuse)
 # elementwise functions by their scalar-tier rows
 for _name, _func in {"where": np.where, "clip": np.clip, "nan_to_num": np.nan_to_num, "round": np.round,
                      "around": np.around, "sinc": np.sinc, "real": np.real, "conj": np.conj,
