@@ -10,6 +10,7 @@ step, so values agree bit for bit.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import sympy as sp
@@ -136,8 +137,11 @@ def kron(a, b):
 _PAD_MODES = ("constant", "edge", "wrap", "reflect", "symmetric", "empty")
 
 
-def pad(array, pad_width, mode="constant", **kwargs):
-    x = from_object_array(array)
+def pad_positions(shape: tuple, pad_width, mode: str, kwargs: dict) -> tuple[np.ndarray, list]:
+    """np.pad as positions into the flattened array: ``(where, values)``, ``where`` shaped
+    like the result, a code -1, -2, ... where the result takes ``values[-1 - code]`` (the
+    constants of each side, so NumPy decides which value each corner gets).  Serves
+    both tiers."""
     if mode not in _PAD_MODES:
         raise UnsupportedOperationError(
             f"np.pad(mode={mode!r}) while tracing: symjac traces the modes {', '.join(_PAD_MODES)}. "
@@ -146,18 +150,34 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if kwargs.get("reflect_type", "even") != "even" or set(kwargs) - {"constant_values", "reflect_type"}:
         raise UnsupportedOperationError(f"np.pad(..., {', '.join(kwargs)}) while tracing: only "
                                         "constant_values= (and reflect_type='even') are traced")
-    index = np.arange(x.size).reshape(x.shape)
+    index = np.arange(math.prod(shape)).reshape(shape)
     if mode not in ("constant", "empty"):
-        where = np.pad(index, pad_width, mode=mode)
-        return SymArray(x.elems.reshape(-1)[where], x.dtype)
-    # constants: pad the index array with codes -1, -2, ... standing for each side's value,
-    # so NumPy decides which value each corner gets
+        return np.pad(index, pad_width, mode=mode), []
     values = kwargs.get("constant_values", 0) if mode == "constant" else 0
-    pairs = np.broadcast_to(np.asarray(values, dtype=object), (x.ndim, 2)) if x.ndim else np.empty((0, 2), object)
-    codes = -1 - np.arange(2 * x.ndim).reshape(x.ndim, 2)
-    where = np.pad(index, pad_width, mode="constant", constant_values=codes) if x.ndim else index
-    nodes = [as_elems(v)[0][()] for v in pairs.reshape(-1)]
-    dtypes = [as_elems(v)[1] for v in pairs.reshape(-1) if isinstance(v, SymArray)]
+    ndim = len(shape)
+    leaves: list = []
+
+    def numbered(v):  # (nested sequences of values -> of their numbers: traced values never meet np.asarray)
+        if isinstance(v, np.ndarray) and v.ndim:
+            v = list(v)
+        if isinstance(v, (tuple, list)):
+            return [numbered(e) for e in v]
+        leaves.append(v)
+        return len(leaves) - 1
+
+    sides = np.broadcast_to(np.asarray(numbered(values), dtype=np.intp), (ndim, 2))
+    codes = -1 - np.arange(2 * ndim).reshape(ndim, 2)
+    where = np.pad(index, pad_width, mode="constant", constant_values=codes) if ndim else index
+    return where, [leaves[k] for k in sides.reshape(-1)]
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    x = from_object_array(array)
+    where, values = pad_positions(x.shape, pad_width, mode, kwargs)
+    if not values:
+        return SymArray(x.elems.reshape(-1)[where], x.dtype)
+    nodes = [as_elems(v)[0][()] for v in values]
+    dtypes = [as_elems(v)[1] for v in values if isinstance(v, SymArray)]
     flat = x.elems.reshape(-1)
     out = np.empty(where.shape, dtype=object)
     for idx in ndindex(where.shape):

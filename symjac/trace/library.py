@@ -37,22 +37,21 @@ def _concrete(value, what: str):
 
 
 def trapezoid(y, x=None, dx=1.0, axis=-1):
-    # NumPy: (d * (y[1:] + y[:-1]) / 2.0).sum(axis), d = dx or diff(x)
-    y = from_object_array(y)
+    """NumPy's steps: (d * (y[1:] + y[:-1]) / 2.0).sum(axis), d = dx or diff(x); NumPy
+    calls on the operands, so it serves both tiers."""
+    y = _operand(y)
     ax = ops.normalize_axes(axis, y.ndim)[0]
     if x is None:
         d = dx
     else:
-        xs = from_object_array(x)
+        xs = _operand(x)
         if xs.ndim == 1:
             d = np.diff(xs)
             d = np.reshape(d, tuple(d.shape[0] if k == ax else 1 for k in range(y.ndim)))
         else:
             d = np.diff(xs, axis=ax)
-    n = y.shape[ax]
-    hi = SymArray(np.take(y.elems, range(1, n), axis=ax), y.dtype)
-    lo = SymArray(np.take(y.elems, range(0, n - 1), axis=ax), y.dtype)
-    return np.sum(d * (hi + lo) / 2.0, axis=ax)
+    before = (slice(None),) * ax
+    return np.sum(d * (y[(*before, slice(1, None))] + y[(*before, slice(None, -1))]) / 2.0, axis=ax)
 
 
 def polyval(p, x):
@@ -369,10 +368,10 @@ vsplit = _axis_splitter(np.vsplit)
 
 
 def _operand(a):
-    """A traced array of either tier as it is (the functions below are NumPy calls, which
-    serve both); anything else as the scalar tier's SymArray."""
+    """A traced array of either tier or a constant array as it is (the functions below are
+    NumPy calls, which serve both tiers); traced values in a list as the scalar tier's SymArray."""
     x = ops.as_operand(a)
-    return from_object_array(x) if isinstance(x, np.ndarray) else x
+    return from_object_array(x) if isinstance(x, np.ndarray) and x.dtype == object else x
 
 
 def _finite_or_zero(m: SymArray) -> SymArray:

@@ -29,6 +29,7 @@ from ..ir import tensor as t
 from . import (
     assembly,
     composites,
+    library,
     norms,
     primitives,  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
     scans,
@@ -619,7 +620,7 @@ def _as_t(x) -> TArray:
 
 
 def _reshape(x, shape, order="C"):
-    if order != "C":
+    if order not in ("C", "F", "A"):
         raise _refuse(f"reshape(order={order!r})")
     x = _as_t(x)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
@@ -628,7 +629,13 @@ def _reshape(x, shape, order="C"):
         shape = tuple(x.size // known if n == -1 and known else n for n in shape)
     if math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape array of size {x.size} into shape {shape}")
-    out = TArray(t.reshape(x.node, shape), is_view=True)
+    if order == "F":  # (Fortran order: the C-order reshape of the reversed axes, reversed back;
+        # 'A' is C for traced arrays, which are C-contiguous)
+        node = t.reshape(t.transpose(x.node, range(x.ndim)[::-1]) or x.node, shape[::-1])
+        node = t.transpose(node, range(len(shape))[::-1]) or node
+    else:
+        node = t.reshape(x.node, shape)
+    out = TArray(node, is_view=True)
     x.viewed = True
     return out
 
@@ -739,6 +746,31 @@ def _hstack(tup, dtype=None, casting=None):
 def _vstack(tup, dtype=None, casting=None):
     arrs = [_atleast(2)(a) for a in tup]
     return _concatenate(arrs, 0, dtype=dtype)
+
+
+def _select(condlist, choicelist, default=0):
+    """np.select: the first true condition's choice, else the default (wheres from the last)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("np.select: list of cases must be same length as list of conditions")
+    if not condlist:
+        raise ValueError("select with an empty condition list is not possible")
+    choices = [_as_t(c) for c in choicelist]
+    out = _as_t(default)
+    dtype = np.result_type(*(c.dtype for c in choices), out.dtype)
+    for cond, choice in zip(condlist[::-1], choices[::-1], strict=True):
+        out = _WHERE(cond, choice, out)
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+def _pad(array, pad_width, mode="constant", **kwargs):
+    """np.pad: a gather from the flattened array, with each side's constants after it."""
+    x = _as_t(array)
+    where, values = composites.pad_positions(x.shape, pad_width, mode, kwargs)
+    flat = _reshape(x, (-1,))
+    if values:
+        flat = _concatenate([flat, *(_reshape(_as_t(v).astype(x.dtype), (1,)) for v in values)])
+        where = np.where(where < 0, x.size - 1 - where, where)
+    return getitem(flat, where) if where.size else TArray(t.zeros(where.shape, x.dtype))
 
 
 def _bincount(x, /, weights=None, minlength=0):
@@ -1301,7 +1333,8 @@ _BY_FUNC: dict = {
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.broadcast_to: _broadcast_to,
     np.atleast_1d: _atleast(1), np.atleast_2d: _atleast(2),
     np.concatenate: _concatenate, np.stack: _stack, np.hstack: _hstack, np.vstack: _vstack,
-    np.prod: _prod, np.cumsum: _cumsum, np.cumprod: _cumprod,
+    np.prod: _prod, np.cumsum: _cumsum, np.cumprod: _cumprod, np.trapezoid: library.trapezoid,
+    np.select: _select, np.pad: _pad,
     np.take: _take, np.bincount: _bincount, np.copy: lambda a, order="K", subok=False: TArray(_as_t(a).node),
     np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0), np.full_like: _full_like,
     np.array: array, np.asarray: lambda a, dtype=None, order=None, **kw: array(a, dtype, copy=False),
