@@ -372,6 +372,7 @@ JVP = {
     "gather": lambda n, ts: None if ts[0] is None else t.gather(ts[0], n.args[1:], n.param.axis),
     "scatter": lambda n, ts: t.scatter(ts[0], n.args[1:], n.param[0].axis, n.param[1]),
     "linalg": _linalg_jvp,
+    "argsort": lambda n, ts: None,  # (integers)
 }
 
 VJP = {
@@ -386,6 +387,7 @@ VJP = {
     "gather": _gather_vjp,
     "scatter": _scatter_vjp,
     "linalg": _linalg_vjp,
+    "argsort": lambda n, ct, gd: [(None, gd)],
 }
 
 # ----- second-order terms (the forward Laplacian) -------------------------------------------

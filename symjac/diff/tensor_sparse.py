@@ -267,7 +267,7 @@ def patterns(roots: Sequence[t.Node], x: t.Node) -> dict:
 
 
 _RULES = {"reduce": _reduce, "slice": _slice, "embed": _embed, "update": _update, "gather": _gather,
-          "scatter": _scatter, "linalg": _linalg}
+          "scatter": _scatter, "linalg": _linalg, "argsort": lambda n, ps: None}
 
 
 def colors(pattern) -> tuple[np.ndarray, int]:

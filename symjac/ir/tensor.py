@@ -23,7 +23,10 @@ a few dozen of them whatever the sizes.  The operations (``OPS`` lists them;
   ``reduce`` (max and min over axes);
 * ``linalg``: dense linear algebra over the last two axes (stacks too):
   ``inv``, ``solve``, ``cholesky``, ``det``, ``adjugate``, and ``slogdet``'s
-  two results ``logabsdet`` and ``sign``.
+  two results ``logabsdet`` and ``sign``;
+* ``argsort``: the positions that sort an axis (integers, without a
+  derivative): np.sort is a gather at them, so each sorted entry's derivative
+  is that of the entry that lands there.
 
 Nodes are interned inside :func:`building`, so a program is a DAG whose
 common subexpressions are one node.
@@ -712,9 +715,14 @@ def linalg(kind: str, args: Sequence[Node]) -> Node:
     return node("linalg", args, kind, shape, dtype)
 
 
+def argsort(x: Node, axis: int) -> Node:
+    """The positions that sort ``x`` along ``axis``: NumPy's stable order, NaNs last."""
+    return node("argsort", (x,), axis % x.ndim, x.shape, np.intp)
+
+
 #: every operation, by name (each stage's table is checked against this)
 OPS = ("input", "const", "fill", "map", "einsum", "reshape", "slice", "embed", "update", "concat", "gather",
-       "scatter", "reduce", "linalg")
+       "scatter", "reduce", "linalg", "argsort")
 
 
 # ----- traversal ------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ def rebuild(n: t.Node, args: Sequence[t.Node]) -> t.Node | None:
         return t.reduce_(args[0], *p)
     if op == "linalg":
         return t.linalg(p, args)
+    if op == "argsort":
+        return t.argsort(args[0], p)
     raise AssertionError(f"no rebuild rule for {op}")
 
 
@@ -217,6 +219,7 @@ _RULES: dict[str, Callable[[t.Node, Sequence[t.Node], Sequence[bool], tuple[int,
     "scatter": _batch_scatter,
     "reduce": lambda n, args, flags, lead: t.reduce_(args[0], n.param[0], tuple(a + len(lead) for a in n.param[1])),
     "linalg": _batch_linalg,
+    "argsort": lambda n, args, flags, lead: t.argsort(args[0], n.param + len(lead)),
 }
 
 

@@ -127,7 +127,8 @@ def _pieces(m: t.Node, made: set) -> t.Node:
                 if s <= lo and hi <= s + c:
                     inner = a.args[0]
                     piece = t.slice_(inner, t.Window.along(inner.shape, k, (lo - s, 1, hi - lo)))
-                    made.add(piece)
+                    if piece.op == "slice":  # (a whole window is the operand itself, of any op)
+                        made.add(piece)
                     operands.append(piece)
                 else:
                     if a.dtype not in zeros:

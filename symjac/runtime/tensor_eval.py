@@ -1528,6 +1528,8 @@ class Plan:
             return _scatter(p[0], p[1], self.dtype), pooled
         if op == "reduce":
             return _reduce(*p, n.args[0].shape), None
+        if op == "argsort":
+            return (lambda x: np.argsort(x, axis=p, kind="stable")), None
         if op == "linalg":
             if not fold:
                 self._threadable.append(None)  # (LAPACK on BLAS's threads)

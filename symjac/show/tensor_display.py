@@ -63,7 +63,7 @@ class _Writer:
         self.order = order
         self.fresh = 0
         #: operands of linear-algebra nodes, which are shown by name (``inv(A)[i, j]``)
-        self.forced = {a for n in order if n.op == "linalg" for a in n.args}
+        self.forced = {a for n in order if n.op in ("linalg", "argsort") for a in n.args}
 
     def _index_symbols(self, count: int) -> list:
         out = [sp.Idx(sp.Symbol(_INDEX_NAMES[(self.fresh + k) % len(_INDEX_NAMES)] + ("" if self.fresh + k < len(

@@ -79,7 +79,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     return _along(x, ops.normalize_axes(axis, x.ndim)[0], _sorted_nodes, x.dtype)
 
 
-def _quantile_nodes(sorted_items: list, q: float):
+def quantile_node(sorted_items: list, q: float):
     """NumPy's "linear" method: the virtual index q (n - 1) between two order statistics,
     with NumPy's lerp (from the nearer end) and NaN where the slice holds a NaN."""
     n = len(sorted_items)
@@ -114,21 +114,23 @@ def _reduce_sorted(x: SymArray, axis, keepdims: bool, node_fn) -> SymArray:
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     ops._reject_kwargs("median", {"out": out})
     x = from_object_array(a)
-
-    def middle(items):
-        n = len(items)
-        if not n:
-            return sp.nan
-        if n % 2:
-            value = items[n // 2]
-        else:  # NumPy: the mean of the two middle values, (a + b) / 2
-            value = g.exact_div(g.add(items[n // 2 - 1], items[n // 2]), g.const(2))
-        return g.select([(sp.nan, isnan_node(items[-1])), (value, g.TRUE)])
-
-    return _reduce_sorted(x, axis, keepdims, middle)
+    return _reduce_sorted(x, axis, keepdims, median_node)
 
 
-def _concrete_q(q, scale: float, name: str) -> np.ndarray:
+def median_node(items: list):
+    """The median of sorted ``items`` (NumPy's: the middle one, or the mean of the two middle
+    ones as (a + b) / 2), NaN where they hold a NaN (it sorts last)."""
+    n = len(items)
+    if not n:
+        return sp.nan
+    if n % 2:
+        value = items[n // 2]
+    else:
+        value = g.exact_div(g.add(items[n // 2 - 1], items[n // 2]), g.const(2))
+    return g.select([(sp.nan, isnan_node(items[-1])), (value, g.TRUE)])
+
+
+def concrete_q(q, scale: float, name: str) -> np.ndarray:
     if isinstance(q, SymArray):
         found = constant_value(q)
         if found is None:
@@ -152,9 +154,9 @@ def _quantile_builder(scale: float, name: str):
                 f"np.{name}(method={method!r}) while tracing: expected method='linear' (NumPy's default) -> "
                 f"got {method!r} -> use the default method."
             )
-        qs = _concrete_q(q, scale, name)
+        qs = concrete_q(q, scale, name)
         x = from_object_array(a)
-        parts = [_reduce_sorted(x, axis, keepdims, lambda s, _q=float(v): _quantile_nodes(s, _q)) for v in qs.flat]
+        parts = [_reduce_sorted(x, axis, keepdims, lambda s, _q=float(v): quantile_node(s, _q)) for v in qs.flat]
         if qs.ndim == 0:
             return parts[0]
         stacked = np.stack(parts)

@@ -358,6 +358,12 @@ class SymArray:
     def argmax(self, axis=None, out=None, *, keepdims=False):
         return PRIMITIVES["argmax"].build(self, axis, out, keepdims=keepdims)
 
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
+        self[...] = PRIMITIVES["sort"].build(self, axis, kind, order)
+
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=None):
+        raise unsupported("np.argsort")
+
     def argmin(self, axis=None, out=None, *, keepdims=False):
         return PRIMITIVES["argmin"].build(self, axis, out, keepdims=keepdims)
 
@@ -698,6 +704,10 @@ def _qualname(func) -> str:
 
 #: operations the array tier alone traces (``trace/tensor.py``): ``(numpy name, kind, description)``
 ARRAY_TIER_ONLY = [
+    ("np.argsort", "piecewise",
+     "positions that sort an axis (NumPy's stable order, NaNs last), on the array tier; integers without a "
+     "derivative (np.sort, np.median and np.quantile sort there too: each sorted value's derivative is its "
+     "input's)"),
     ("np.linalg.cholesky", "linear algebra",
      "lower (or upper=True) Cholesky factor, any size (stacks too), on the array tier; reads one triangle, "
      "as NumPy does; derivative L Φ(L⁻¹ dA L⁻ᵀ)"),
