@@ -327,6 +327,26 @@ def test_an_array_program_is_shown_in_index_notation():
     assert shown.latex().startswith("$\\begin{aligned}")
 
 
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x[1:] ** 2 * x[:-1]),  # (its gradient places two arrays: embeds)
+    lambda x: np.concatenate([x[1:] * 2.0, x[:1]]) ** 2,
+    lambda x: np.sort(x * x)[::2],  # (a gather at an argsort; its Jacobian scatters)
+], ids=["embeds", "concatenations", "sort"])
+def test_every_array_a_shown_equation_reads_is_defined_before(f):
+    """Placements, joins and sorts are shown as functions of named arrays (``concat(v0, v1)[i]``);
+    each of those arrays has its own equation (they were left undefined)."""
+    import re
+
+    x = _x(6)
+    with sj.using_tier("array"):
+        equations = sj.jacobian(f).symbolic(x)
+    defined = {"x"}
+    for eq in equations:
+        used = set(re.findall(r"\b(v\d+)\b", str(eq.rhs)))
+        assert used <= defined, (str(eq), defined)
+        defined.add(str(eq.lhs).split("[")[0])
+
 def test_a_logistic_hessian_is_shown_as_xt_diag_x():
     X = RNG.normal(size=(500, 50))
     f = lambda w: np.sum(np.log1p(np.exp(-(X @ w))))  # noqa: E731

@@ -16,6 +16,9 @@ import sympy as sp
 from ..ir import graph as g
 from ..ir import tensor as t
 
+#: operations shown as a function of their named operands (the others: by index expressions)
+_BY_NAME = ("linalg", "argsort", "scatter", "embed", "update", "concat")
+
 _INDEX_NAMES = "ijklmnpqrsuvwabcdefgh"
 
 
@@ -62,8 +65,9 @@ class _Writer:
             self.names.setdefault(o, name)
         self.order = order
         self.fresh = 0
-        #: operands of linear-algebra nodes, which are shown by name (``inv(A)[i, j]``)
-        self.forced = {a for n in order if n.op in ("linalg", "argsort") for a in n.args}
+        #: operands of the nodes shown as a function of named arrays (``inv(A)[i, j]``,
+        #: ``concat(v1, v2)[i]``), which get equations of their own
+        self.forced = {a for n in order if n.op in _BY_NAME for a in n.args}
 
     def _index_symbols(self, count: int) -> list:
         out = [sp.Idx(sp.Symbol(_INDEX_NAMES[(self.fresh + k) % len(_INDEX_NAMES)] + ("" if self.fresh + k < len(
@@ -128,6 +132,7 @@ class _Writer:
             return self.access(n.args[0], _unravel(idx, n.shape, n.args[0].shape))
         if n.op == "slice":
             return self.access(n.args[0], [s + st * i for (s, st, _), i in zip(n.param.axes, idx, strict=True)])
+        assert n.op in _BY_NAME, n.op
         head = sp.Function(n.op if n.op != "linalg" else n.param)
         call = head(*[sp.Symbol(self.name_of(a)) for a in n.args])
         return sp.IndexedBase(call)[tuple(idx)] if idx else call
