@@ -332,7 +332,8 @@ def test_an_array_program_is_shown_in_index_notation():
     lambda x: np.sum(x[1:] ** 2 * x[:-1]),  # (its gradient places two arrays: embeds)
     lambda x: np.concatenate([x[1:] * 2.0, x[:1]]) ** 2,
     lambda x: np.sort(x * x)[::2],  # (a gather at an argsort; its Jacobian scatters)
-], ids=["embeds", "concatenations", "sort"])
+    lambda x: np.cumsum(x * x)[1:],  # (shown as sums: v[i] = Sum(u[k], (k, 0, i)))
+], ids=["embeds", "concatenations", "sort", "cumsum"])
 def test_every_array_a_shown_equation_reads_is_defined_before(f):
     """Placements, joins and sorts are shown as functions of named arrays (``concat(v0, v1)[i]``);
     each of those arrays has its own equation (they were left undefined)."""
@@ -959,6 +960,30 @@ def test_products_and_running_sums_stay_on_the_array_tier(name):
     # (a running maximum's second differences cross kinks where two random entries are close)
     _stays_on_the_array_tier(f, x, order=1 if "maximum" in name else 2,
                              specials={(0, 4): np.inf, (2, 1): np.nan, (4, 6): -np.inf})
+
+
+def test_running_sums_are_one_operation_with_numpys_bits_and_a_reversed_transpose():
+    """np.cumsum on the array tier is a ``cumsum`` operation (NumPy's order: its bits), whose
+    reverse rule is the running sum from the end; the sparse pattern of its Jacobian is the
+    lower triangle, a Laplacian passes through it, vmap moves its axis."""
+    x = RNG.normal(size=(4, 30))
+    f = lambda x: np.cumsum(x * x, axis=1)[:, ::7] + np.cumsum(np.sin(x), axis=0)[1:, :5].sum(0)  # noqa: E731
+    u = RNG.normal(size=f(x).shape)
+    g = lambda v: np.cumsum(v)[::-1] * v  # noqa: E731
+    with sj.using_tier("array"):
+        np.testing.assert_array_equal(sj.jit(f)(x), f(x))
+        source = sj.jit(f).source(x)
+        assert source.count("np.cumsum(") == 2 and "concatenate" not in source
+        got = sj.vjp(f)(x, u)
+        v = x[0, :6]
+        S = sj.jacobian(lambda v: np.cumsum(v * v), sparse=True)(v)
+        np.testing.assert_array_equal(S.toarray() != 0, np.tril(np.ones((6, 6), bool)))
+        np.testing.assert_allclose(sj.laplacian(lambda v: np.sum(np.cumsum(v**3)))(v),
+                                   np.sum(6 * v * np.arange(6, 0, -1)), rtol=1e-14)
+        per = sj.vmap(sj.jacobian(g))(x[:, :5])
+    with sj.using_tier("scalar"):
+        np.testing.assert_allclose(got, sj.vjp(f)(x, u), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(per, sj.vmap(sj.jacobian(g))(x[:, :5]), rtol=1e-14)
 
 
 _SPECIAL = {

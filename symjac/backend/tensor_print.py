@@ -54,6 +54,11 @@ def _line(n: t.Node, name: dict) -> str:
         return f"_scatter_add({a[0]}, [{', '.join([':'] * p[0].axis + a[1:])}], {p[1]})"
     if n.op == "reduce":
         return f"np.{p[0]}({a[0]}, axis={p[1]})"
+    if n.op == "cumsum":
+        if not p[1]:
+            return f"np.cumsum({a[0]}, axis={p[0]})"
+        flip = ", ".join([":"] * p[0] + ["::-1"])
+        return f"np.cumsum({a[0]}[{flip}], axis={p[0]})[{flip}]"
     if n.op == "argsort":
         return f"np.argsort({a[0]}, axis={p}, kind='stable')"
     if n.op == "linalg":

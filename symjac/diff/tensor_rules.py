@@ -372,6 +372,7 @@ JVP = {
     "gather": lambda n, ts: None if ts[0] is None else t.gather(ts[0], n.args[1:], n.param.axis),
     "scatter": lambda n, ts: t.scatter(ts[0], n.args[1:], n.param[0].axis, n.param[1]),
     "linalg": _linalg_jvp,
+    "cumsum": lambda n, ts: t.cumsum(ts[0], *n.param),
     "argsort": lambda n, ts: None,  # (integers)
 }
 
@@ -387,6 +388,7 @@ VJP = {
     "gather": _gather_vjp,
     "scatter": _scatter_vjp,
     "linalg": _linalg_vjp,
+    "cumsum": lambda n, ct, gd: [(t.cumsum(ct, n.param[0], not n.param[1]), gd)],
     "argsort": lambda n, ct, gd: [(None, gd)],
 }
 

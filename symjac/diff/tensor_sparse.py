@@ -240,6 +240,17 @@ def _linalg(n: t.Node, ps: list):
     return None if cols is None else _rows(cols, np.zeros(n.size, dtype=np.int64))
 
 
+def _cumsum(n: t.Node, ps: list):
+    """Each entry reads its operand's entries before it along the axis (after it: reverse)."""
+    axis, reverse = n.param
+    size = n.shape[axis]
+    sps = _sps()
+    before = sps.tril(np.ones((size, size), dtype=np.int8)) if not reverse else sps.triu(np.ones((size, size), np.int8))
+    pre, post = int(np.prod(n.shape[:axis])), int(np.prod(n.shape[axis + 1:]))
+    along = sps.kron(sps.kron(sps.identity(pre, np.int8), before), sps.identity(post, np.int8), format="csr")
+    return _bool(along @ ps[0])
+
+
 def patterns(roots: Sequence[t.Node], x: t.Node) -> dict:
     """For each node under ``roots`` that depends on ``x``: which of ``x``'s entries each of
     its entries depends on (a 0/1 ``csr_matrix`` of shape ``(node.size, x.size)``)."""
@@ -267,7 +278,7 @@ def patterns(roots: Sequence[t.Node], x: t.Node) -> dict:
 
 
 _RULES = {"reduce": _reduce, "slice": _slice, "embed": _embed, "update": _update, "gather": _gather,
-          "scatter": _scatter, "linalg": _linalg, "argsort": lambda n, ps: None}
+          "scatter": _scatter, "linalg": _linalg, "cumsum": _cumsum, "argsort": lambda n, ps: None}
 
 
 def colors(pattern) -> tuple[np.ndarray, int]:

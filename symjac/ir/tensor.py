@@ -24,6 +24,8 @@ a few dozen of them whatever the sizes.  The operations (``OPS`` lists them;
 * ``linalg``: dense linear algebra over the last two axes (stacks too):
   ``inv``, ``solve``, ``cholesky``, ``det``, ``adjugate``, and ``slogdet``'s
   two results ``logabsdet`` and ``sign``;
+* ``cumsum``: running sums along an axis (from its end: ``reverse``), linear,
+  each the other's transpose;
 * ``argsort``: the positions that sort an axis (integers, without a
   derivative): np.sort is a gather at them, so each sorted entry's derivative
   is that of the entry that lands there.
@@ -715,6 +717,13 @@ def linalg(kind: str, args: Sequence[Node]) -> Node:
     return node("linalg", args, kind, shape, dtype)
 
 
+def cumsum(x: Node | None, axis: int, reverse: bool = False) -> Node | None:
+    """Running sums of ``x`` along ``axis`` (NumPy's order), from the axis' end if ``reverse``."""
+    if x is None or is_zero(x):
+        return None
+    return node("cumsum", (x,), (axis % x.ndim, reverse), x.shape, x.dtype)
+
+
 def argsort(x: Node, axis: int) -> Node:
     """The positions that sort ``x`` along ``axis``: NumPy's stable order, NaNs last."""
     return node("argsort", (x,), axis % x.ndim, x.shape, np.intp)
@@ -722,7 +731,7 @@ def argsort(x: Node, axis: int) -> Node:
 
 #: every operation, by name (each stage's table is checked against this)
 OPS = ("input", "const", "fill", "map", "einsum", "reshape", "slice", "embed", "update", "concat", "gather",
-       "scatter", "reduce", "linalg", "argsort")
+       "scatter", "reduce", "linalg", "cumsum", "argsort")
 
 
 # ----- traversal ------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ def rebuild(n: t.Node, args: Sequence[t.Node]) -> t.Node | None:
         return t.linalg(p, args)
     if op == "argsort":
         return t.argsort(args[0], p)
+    if op == "cumsum":
+        return t.cumsum(args[0], *p)
     raise AssertionError(f"no rebuild rule for {op}")
 
 
@@ -220,6 +222,7 @@ _RULES: dict[str, Callable[[t.Node, Sequence[t.Node], Sequence[bool], tuple[int,
     "reduce": lambda n, args, flags, lead: t.reduce_(args[0], n.param[0], tuple(a + len(lead) for a in n.param[1])),
     "linalg": _batch_linalg,
     "argsort": lambda n, args, flags, lead: t.argsort(args[0], n.param + len(lead)),
+    "cumsum": lambda n, args, flags, lead: t.cumsum(args[0], n.param[0] + len(lead), n.param[1]),
 }
 
 

@@ -1530,6 +1530,12 @@ class Plan:
             return _reduce(*p, n.args[0].shape), None
         if op == "argsort":
             return (lambda x: np.argsort(x, axis=p, kind="stable")), None
+        if op == "cumsum":
+            axis, reverse = p
+            if not reverse:
+                return (lambda x: np.cumsum(x, axis=axis)), None
+            flip = (slice(None),) * axis + (slice(None, None, -1),)
+            return (lambda x: np.cumsum(x[flip], axis=axis)[flip]), None
         if op == "linalg":
             if not fold:
                 self._threadable.append(None)  # (LAPACK on BLAS's threads)

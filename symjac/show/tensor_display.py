@@ -120,6 +120,11 @@ class _Writer:
             full = [next(jt) if q in axes else next(it) for q in range(x.ndim)]
             head = sp.Function(kind)
             return head(self.access(x, full), *[(j, 0, x.shape[q] - 1) for q, j in zip(axes, inner, strict=True)])
+        if n.op == "cumsum":  # v[.., i, ..] = Sum(x[.., k, ..], (k, 0, i)), or (k, i, n - 1) from the end
+            (axis, reverse), x = n.param, n.args[0]
+            (k,) = self._index_symbols(1)
+            bounds = (k, idx[axis], x.shape[axis] - 1) if reverse else (k, 0, idx[axis])
+            return sp.Sum(self.access(x, idx[:axis] + [k] + idx[axis + 1:]), bounds)
         if n.op == "gather":
             x, *ix = n.args
             take = n.param
@@ -134,7 +139,7 @@ class _Writer:
             return self.access(n.args[0], [s + st * i for (s, st, _), i in zip(n.param.axes, idx, strict=True)])
         assert n.op in _BY_NAME, n.op
         head = sp.Function(n.op if n.op != "linalg" else n.param)
-        call = head(*[sp.Symbol(self.name_of(a)) for a in n.args])
+        call = head(*[g.const(a.param[0]) if a.op == "fill" else sp.Symbol(self.name_of(a)) for a in n.args])
         return sp.IndexedBase(call)[tuple(idx)] if idx else call
 
     def _product(self, n: t.Node, idx: list):

@@ -470,7 +470,7 @@ TABLE: list[Primitive] = [
     Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items) if items else g.ONE), "product over axes (array tier: a tree of halvings, NumPy's value to rounding)"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
-    Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum (array tier: a doubling scan, NumPy's value to rounding)"),
+    Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum"),
     Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product (array tier: a doubling scan, NumPy's value to rounding)"),
     Primitive("add.accumulate", (UfuncMethod(np.add, "accumulate"),), "reduction", lambda a, axis=0, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum along an axis (axis=0 by default)"),
     Primitive("multiply.accumulate", (UfuncMethod(np.multiply, "accumulate"),), "reduction", lambda a, axis=0, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product along an axis (axis=0 by default)"),

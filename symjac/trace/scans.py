@@ -11,9 +11,10 @@ never a division).
 * a product over an axis of length n is a tree of halvings: ``x[:h] * x[h:2h]``,
   the odd entry carried, log2(n) levels;
 * a running combination is a doubling scan (Hillis and Steele): at step s each
-  entry from s on combines with the entry s before it, log2(n) steps.
+  entry from s on combines with the entry s before it, log2(n) steps; running
+  sums are the array tier's own ``cumsum`` operation instead (``ALONG``).
 
-NumPy multiplies and adds sequentially, so the bits may differ from NumPy's by
+NumPy multiplies sequentially, so the bits may differ from NumPy's by
 rounding, and a product whose partial products overflow or underflow in one order
 may not in the other (``docs/numerics.md`` says so).  The scalar tier keeps NumPy's order.
 """
@@ -52,8 +53,15 @@ def halving(x, ax: int, op: Callable):
     return x
 
 
+#: ufunc -> a running combination of its own (the array tier's cumsum node for np.add: linear,
+#: NumPy's order and bits), used by :func:`doubling` in place of the scan
+ALONG: dict = {}
+
+
 def doubling(x, ax: int, op: Callable):
     """The inclusive running ``op`` along axis ``ax`` of x (a doubling scan)."""
+    if op in ALONG:
+        return ALONG[op](x, ax)
     n = x.shape[ax]
     s = 1
     while s < n:

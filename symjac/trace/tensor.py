@@ -890,6 +890,7 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
 
 
+scans.ALONG[np.add] = lambda x, ax: TArray(t.cumsum(x.node, ax))
 _prod = scans.prod(_refuse)
 _cumsum = scans.running(np.add, "cumsum", _refuse)
 _cumprod = scans.running(np.multiply, "cumprod", _refuse)
