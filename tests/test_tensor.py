@@ -1014,13 +1014,16 @@ _MORE = {
     "pad_reflect": lambda x: np.pad(np.sin(x), 2, mode="reflect"),
     "pad_edge": lambda x: np.pad(x, ((0, 1), (3, 0)), mode="edge") * 2.0,
     "pad_wrap_symmetric": lambda x: np.pad(x[0], 3, mode="wrap") + np.pad(x[1], (2, 4), mode="symmetric")[:13],
+    "convolve_constant_kernel": lambda x: np.convolve(x[0] * x[1], np.array([0.25, 0.5, -0.25])),
+    "convolve_same_traced": lambda x: np.convolve(np.sin(x[1]), x[2, :3], "same"),
+    "convolve_valid_swapped": lambda x: np.convolve(x[3, :4], x.ravel(), mode="valid"),
 }
 
 
 @pytest.mark.parametrize("name", list(_MORE))
-def test_fortran_order_select_trapezoid_and_pad_stay_on_the_array_tier(name):
-    """reshape/ravel/flatten with order='F', np.select, np.trapezoid and np.pad on the array
-    tier (each sent the program to the scalar tier): NumPy's values with an inf and a NaN,
+def test_fortran_order_select_trapezoid_pad_and_convolve_stay_on_the_array_tier(name):
+    """reshape/ravel/flatten with order='F', np.select, np.trapezoid, np.pad and np.convolve on
+    the array tier (each sent the program to the scalar tier): NumPy's values with an inf and a NaN,
     the finite-difference checker, the scalar tier's Jacobians."""
     x = _x(5, 7)
     for edge in (0.6, 1.0):  # (np.select's cases jump there: finite differences must not straddle them)

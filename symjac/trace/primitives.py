@@ -465,7 +465,7 @@ TABLE: list[Primitive] = [
     Primitive("cumulative_sum", (np.cumulative_sum,), "reduction", assembly.cumulative_sum, "running sum (include_initial=)"),
     Primitive("cumulative_prod", (np.cumulative_prod,), "reduction", assembly.cumulative_prod, "running product (include_initial=)"),
     Primitive("ediff1d", (np.ediff1d,), "reduction", assembly.ediff1d, "differences of the flattened array (to_begin=, to_end=)"),
-    Primitive("convolve", (np.convolve,), "contraction", assembly.convolve, "discrete convolution of vectors (full, same, valid)"),
+    Primitive("convolve", (np.convolve,), "contraction", assembly.convolve, "discrete convolution of vectors (full, same, valid); on the array tier one product of windows (see numerics)"),
     Primitive("vander", (np.vander,), "elementwise", assembly.vander, "Vandermonde matrix: powers by repeated products, as NumPy"),
     Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items) if items else g.ONE), "product over axes (array tier: a tree of halvings, NumPy's value to rounding)"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),

@@ -1093,6 +1093,31 @@ def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=F
     return TArray(n, is_view=True)
 
 
+def _convolve(a, v, mode="full"):
+    """np.convolve of vectors: windows of ``a`` (zeros beyond its ends: ``full``/``same``) times
+    ``v`` reversed, one gather and one product."""
+    (an, vn), dtype = _float_operands(a, v)
+    if an.ndim != 1 or vn.ndim != 1 or not an.size or not vn.size:
+        raise ArgumentError(f"np.convolve: expected two non-empty vectors -> got shapes {an.shape} and {vn.shape} "
+                            "-> pass 1-d arrays.")
+    if vn.size > an.size:  # (NumPy swaps them too)
+        an, vn = vn, an
+    n, m = an.size, vn.size
+    keep = {"full": (0, n + m - 1), "same": ((m - 1) // 2, (m - 1) // 2 + n), "valid": (m - 1, n)}.get(mode)
+    if keep is None:
+        raise ArgumentError(f"np.convolve: expected mode 'full', 'same' or 'valid' -> got {mode!r} -> use one of them.")
+    lo, hi = keep
+    if mode != "valid" and m > 1:
+        zeros = t.zeros((m - 1,), dtype)
+        an = t.concat([zeros, an, zeros], 0)
+    else:  # (the windows of a itself: no zeros, window k is row k + m - 1 of the padded ones)
+        lo, hi = lo - (m - 1), hi - (m - 1)
+    windows = _sliding_window_view(TArray(an), m).node
+    windows = t.slice_(windows, t.window_of(windows.shape, [slice(lo, hi), slice(None)]))
+    flipped = t.slice_(vn, t.window_of(vn.shape, [slice(None, None, -1)]))
+    return TArray(_product([windows, flipped], ["ab", "b"], "a", dtype))
+
+
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return _sum(_diagonal(a, offset, axis1, axis2), axis=-1)
 
@@ -1335,7 +1360,7 @@ _BY_FUNC: dict = {
     np.atleast_1d: _atleast(1), np.atleast_2d: _atleast(2),
     np.concatenate: _concatenate, np.stack: _stack, np.hstack: _hstack, np.vstack: _vstack,
     np.prod: _prod, np.cumsum: _cumsum, np.cumprod: _cumprod, np.trapezoid: library.trapezoid,
-    np.select: _select, np.pad: _pad,
+    np.select: _select, np.pad: _pad, np.convolve: _convolve,
     np.take: _take, np.bincount: _bincount, np.copy: lambda a, order="K", subok=False: TArray(_as_t(a).node),
     np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0), np.full_like: _full_like,
     np.array: array, np.asarray: lambda a, dtype=None, order=None, **kw: array(a, dtype, copy=False),
