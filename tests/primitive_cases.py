@@ -387,6 +387,7 @@ CASES: dict[str, list[Case]] = {
     "block": [Case(lambda a, b: np.block([[a, b], [b, a]]) * 2.0, ("real", "real"), [((2, 2), (2, 2))])],
     "dstack": [Case(lambda a: np.dstack([a, a * a]), ("real",), [((3,),), ((2, 3),)])],
     "atleast_3d": [Case(lambda a: np.atleast_3d(a) * 2.0, ("real",), [((),), ((3,),), ((2, 3),)])],
+    "resize": [Case(lambda a: np.resize(a, (3, 4)) * 2.0, ("real",), [((5,),), ((2, 3),)])],
     "rot90": [Case(lambda a: np.rot90(a) * a[:1].T + np.rot90(a, 2).sum(), ("real",), [((2, 3),)])],
     "sliding_window_view": [
         Case(lambda a: np.lib.stride_tricks.sliding_window_view(a * a, 3) @ np.array([1.0, -2.0, 1.0]), ("real",),

@@ -4,9 +4,9 @@ where the scalar tier's sorting network grows as n log² n nodes."""
 
 import numpy as np
 import pytest
+from tier_helpers import stays_on_the_array_tier
 
 import symjac as sj
-from symjac.testing import check_grads
 
 RNG = np.random.default_rng(7)
 
@@ -37,20 +37,8 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_sorts_and_quantiles_agree_with_numpy_the_checker_and_the_scalar_tier(name):
-    f, x = CASES[name], _x()
-    with sj.using_tier("array"):
-        J = sj.jacobian(f)
-        got = J(x)
-        info = J.info(x)
-        assert info.tier == "array" and "scalar" not in info.why, info.why
-        np.testing.assert_array_equal(sj.jit(f)(x), f(x))
-        check_grads(f, [x], order=2)
-        y = x.copy()
-        y[1, 2], y[3, 3], y[4, 0] = np.nan, np.inf, -np.inf  # (NaNs sort last; a NaN makes a median NaN)
-        with np.errstate(invalid="ignore"):
-            np.testing.assert_array_equal(sj.jit(f)(y), f(y))
-    with sj.using_tier("scalar"):
-        np.testing.assert_allclose(got, sj.jacobian(f)(x), rtol=1e-14, atol=1e-15)
+    specials = {(1, 2): np.nan, (3, 3): np.inf, (4, 0): -np.inf}  # (NaNs sort last; a NaN makes a median NaN)
+    stays_on_the_array_tier(CASES[name], _x(), order=2, specials=specials, exact=True)
 
 
 def test_argsort_indexes_on_the_array_tier_and_is_refused_on_the_scalar_tier():

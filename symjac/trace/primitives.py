@@ -544,6 +544,7 @@ TABLE: list[Primitive] = [
     _func("dstack", [np.dstack], assembly.dstack, "stack along the third axis"),
     _func("atleast_3d", [np.atleast_3d], assembly.atleast_3d, "views with at least three dimensions"),
     _func("rot90", [np.rot90], assembly.rot90, "rotate by 90 degrees in a plane"),
+    _func("resize", [np.resize], ops.structural(np.resize), "the flattened array repeated (or cut) to a new shape"),
     _func("take_along_axis", [np.take_along_axis], assembly.take_along_axis, "take along an axis with constant indices, or positions from np.argmax/np.argmin (keepdims=True)"),
     _func("tril", [np.tril], cmp.tril, "lower triangle (k=), zeros above"),
     _func("triu", [np.triu], cmp.triu, "upper triangle (k=), zeros below"),

@@ -704,6 +704,8 @@ def _qualname(func) -> str:
 
 #: operations the array tier alone traces (``trace/tensor.py``): ``(numpy name, kind, description)``
 ARRAY_TIER_ONLY = [
+    ("np.diagflat", "creation", "a 2-d array with the flattened input on a diagonal (k=), zeros elsewhere, on "
+     "the array tier"),
     ("np.argsort", "piecewise",
      "positions that sort an axis (NumPy's stable order, NaNs last), on the array tier; integers without a "
      "derivative (np.sort, np.median and np.quantile sort there too: each sorted value's derivative is its "
