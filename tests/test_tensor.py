@@ -1008,3 +1008,45 @@ def test_fortran_order_select_trapezoid_pad_and_convolve_stay_on_the_array_tier(
     for edge in (0.6, 1.0):  # (np.select's cases jump there: finite differences must not straddle them)
         x = np.where(np.abs(x - edge) < 0.05, x + 0.1, x)
     _stays_on_the_array_tier(_MORE[name], x, specials={(0, 4): np.inf, (2, 1): np.nan})
+
+
+_X6 = np.arange(1.0, 7.0)
+_EDGES = [
+    ("cumsum_of_zeros_beside_argsort", "auto", lambda x: x[np.argsort(x)] + np.cumsum(np.zeros_like(x)), _X6[::-1]),
+    ("ravel_order_A_of_a_transpose", "array", lambda x: x.T.ravel(order="A") * 1.0, _X6.reshape(2, 3)),
+    ("pad_with_traced_row_constants", "array", lambda x: np.pad(x, 1, constant_values=x[0, :2]), _X6.reshape(2, 3)),
+    ("pad_with_traced_row_constants", "scalar", lambda x: np.pad(x, 1, constant_values=x[0, :2]), _X6.reshape(2, 3)),
+    ("select_float32_weak_default", "array", lambda x: np.select([x > 2], [x], 0.5), _X6.astype(np.float32)),
+    ("select_float32", "array", lambda x: np.select([x > 2], [x]), _X6.astype(np.float32)),
+    ("maximum_accumulate_signed_zeros", "array", lambda x: np.maximum.accumulate(x * 1.0), np.array([0.0, -0.0, 1.0])),
+    ("minimum_accumulate_signed_zeros", "array", lambda x: np.minimum.accumulate(x * 1.0), np.array([-0.0, 0.0, -1.0])),
+    ("add_accumulate_of_booleans", "scalar", lambda x: np.add.accumulate(x > 2), _X6),
+    ("cumsum_of_booleans", "scalar", lambda x: np.cumsum(x > 2), _X6),
+    ("add_accumulate_float32", "scalar", lambda x: np.add.accumulate(x, dtype=np.float32), _X6),
+    *(("trapezoid_with_2d_x", tier, lambda y: np.trapezoid(y * y, x=np.arange(6.0).reshape(2, 3) ** 1.5), _X6[:3])
+      for tier in ("array", "scalar")),
+]
+
+
+@pytest.mark.parametrize("name, tier, f, x", _EDGES, ids=[f"{c[0]}-{c[1]}" for c in _EDGES])
+def test_edge_cases_give_numpys_values_dtypes_and_signed_zeros(name, tier, f, x):
+    """Cases a review of the array tier's new functions found wrong (a running sum of zeros
+    dropped the program to the scalar tier; order='A' of a transpose read it in C order; a
+    traced row of pad constants failed on both tiers; np.select promoted float32 by a Python
+    default; running maxima lost -0.0; booleans accumulated as booleans; np.trapezoid summed a
+    2-d x's differences along y's axis, on both tiers)."""
+    with sj.using_tier(tier):
+        got = sj.jit(f)(x)
+    want = f(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("axis", [2, -3, (1, 1)])
+def test_medians_refuse_axes_numpy_refuses(axis):
+    X = _X6.reshape(2, 3)
+    with pytest.raises(ValueError) as numpy_error:  # (np.exceptions.AxisError is a ValueError)
+        np.median(X, axis=axis)
+    with sj.using_tier("array"), pytest.raises(type(numpy_error.value)):
+        sj.jit(lambda x: np.median(x, axis=axis))(X)

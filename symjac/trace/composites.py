@@ -158,8 +158,8 @@ def pad_positions(shape: tuple, pad_width, mode: str, kwargs: dict) -> tuple[np.
     leaves: list = []
 
     def numbered(v):  # (nested sequences of values -> of their numbers: traced values never meet np.asarray)
-        if isinstance(v, np.ndarray) and v.ndim:
-            v = list(v)
+        if getattr(v, "ndim", 0):  # (a constant or traced array: its entries, or rows, one by one)
+            v = [v[k] for k in range(v.shape[0])]
         if isinstance(v, (tuple, list)):
             return [numbered(e) for e in v]
         leaves.append(v)

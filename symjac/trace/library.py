@@ -49,9 +49,9 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
             d = np.diff(xs)
             d = np.reshape(d, tuple(d.shape[0] if k == ax else 1 for k in range(y.ndim)))
         else:
-            d = np.diff(xs, axis=ax)
+            d = np.diff(xs, axis=axis)  # (x's own axis: it may have more axes than y)
     before = (slice(None),) * ax
-    return np.sum(d * (y[(*before, slice(1, None))] + y[(*before, slice(None, -1))]) / 2.0, axis=ax)
+    return np.sum(d * (y[(*before, slice(1, None))] + y[(*before, slice(None, -1))]) / 2.0, axis=axis)
 
 
 def polyval(p, x):

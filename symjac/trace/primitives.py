@@ -180,6 +180,22 @@ def _reduction(combine, mean=False, initial_ok=False):
     return build
 
 
+def _running(step, default_axis):
+    """np.cumsum/np.cumprod (the flattened array by default) and the ufuncs' accumulate (axis
+    0): booleans accumulate as int64 and ``dtype=`` converts first, as NumPy's."""
+
+    def build(a, axis=default_axis, dtype=None, out=None):
+        ops._reject_kwargs("running sum/product", {"out": out})
+        x = from_object_array(a)
+        rdt = np.dtype(dtype) if dtype is not None else np.dtype(np.int64) if x.dtype == bool else x.dtype
+        if rdt.kind == "f" and rdt != x.dtype:
+            x = x.astype(rdt)
+        y = ops.scan(x, axis, step)
+        return y if y.dtype == rdt else SymArray(y.elems, rdt)  # (booleans add up as integers, as np.sum's)
+
+    return build
+
+
 def _extremum(pair):
     def build(a, axis=None, out=None, keepdims=False, **kwargs):
         ops._reject_kwargs("max/min", {"out": out, **kwargs})
@@ -470,10 +486,10 @@ TABLE: list[Primitive] = [
     Primitive("prod", (np.prod,), "reduction", _reduction(lambda items: g.exact_mul(*items) if items else g.ONE), "product over axes (array tier: a tree of halvings, NumPy's value to rounding)"),
     Primitive("amax", (np.max, np.amax), "reduction", _extremum(_max), "maximum over axes (pairwise, ties split)"),
     Primitive("amin", (np.min, np.amin), "reduction", _extremum(_min), "minimum over axes (pairwise, ties split)"),
-    Primitive("cumsum", (np.cumsum,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum"),
-    Primitive("cumprod", (np.cumprod,), "reduction", lambda a, axis=None, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product (array tier: a doubling scan, NumPy's value to rounding)"),
-    Primitive("add.accumulate", (UfuncMethod(np.add, "accumulate"),), "reduction", lambda a, axis=0, dtype=None, out=None: ops.scan(a, axis, g.add), "running sum along an axis (axis=0 by default)"),
-    Primitive("multiply.accumulate", (UfuncMethod(np.multiply, "accumulate"),), "reduction", lambda a, axis=0, dtype=None, out=None: ops.scan(a, axis, g.exact_mul), "running product along an axis (axis=0 by default)"),
+    Primitive("cumsum", (np.cumsum,), "reduction", _running(g.add, None), "running sum"),
+    Primitive("cumprod", (np.cumprod,), "reduction", _running(g.exact_mul, None), "running product (array tier: a doubling scan, NumPy's value to rounding)"),
+    Primitive("add.accumulate", (UfuncMethod(np.add, "accumulate"),), "reduction", _running(g.add, 0), "running sum along an axis (axis=0 by default)"),
+    Primitive("multiply.accumulate", (UfuncMethod(np.multiply, "accumulate"),), "reduction", _running(g.exact_mul, 0), "running product along an axis (axis=0 by default)"),
     Primitive("maximum.accumulate", (UfuncMethod(np.maximum, "accumulate"),), "reduction", order.accumulate_max, "running maximum along an axis (axis=0 by default, NaNs propagate); each entry's derivative is the one of the value it took"),
     Primitive("minimum.accumulate", (UfuncMethod(np.minimum, "accumulate"),), "reduction", order.accumulate_min, "running minimum along an axis"),
     Primitive("diff", (np.diff,), "reduction", assembly.diff, "n-th discrete difference along an axis (prepend=, append=; booleans by !=)"),

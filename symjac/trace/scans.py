@@ -65,7 +65,8 @@ def doubling(x, ax: int, op: Callable):
     n = x.shape[ax]
     s = 1
     while s < n:
-        x = np.concatenate([_part(x, ax, 0, s), op(_part(x, ax, s, n), _part(x, ax, 0, n - s))], axis=ax)
+        # (the earlier entry first, as NumPy's op(acc, x[i]): maximum(0.0, -0.0) is 0.0, maximum(-0.0, 0.0) -0.0)
+        x = np.concatenate([_part(x, ax, 0, s), op(_part(x, ax, 0, n - s), _part(x, ax, s, n))], axis=ax)
         s *= 2
     return x
 
@@ -130,6 +131,6 @@ def ufunc_method(ufunc: np.ufunc, method: str, refuse: Callable) -> Callable | N
         return lambda a, axis=0, dtype=None, out=None, keepdims=False, initial=None, where=None: build(
             a, axis, dtype, out, keepdims, initial, where)
     if method == "accumulate" and ufunc in (np.add, np.multiply, np.maximum, np.minimum):
-        scan = running(ufunc, f"{ufunc.__name__}.accumulate", refuse)
+        scan = running(ufunc, f"{ufunc.__name__}.accumulate", refuse, flatten=False)
         return lambda a, axis=0, dtype=None, out=None: scan(a, axis, dtype, out)
     return None

@@ -620,7 +620,7 @@ def _as_t(x) -> TArray:
 
 
 def _reshape(x, shape, order="C"):
-    if order not in ("C", "F", "A"):
+    if order not in ("C", "F"):  # ('A' depends on the layout NumPy's array would have: a transpose is F)
         raise _refuse(f"reshape(order={order!r})")
     x = _as_t(x)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
@@ -629,8 +629,7 @@ def _reshape(x, shape, order="C"):
         shape = tuple(x.size // known if n == -1 and known else n for n in shape)
     if math.prod(shape) != x.size:
         raise ValueError(f"cannot reshape array of size {x.size} into shape {shape}")
-    if order == "F":  # (Fortran order: the C-order reshape of the reversed axes, reversed back;
-        # 'A' is C for traced arrays, which are C-contiguous)
+    if order == "F":  # (Fortran order: the C-order reshape of the reversed axes, reversed back)
         node = t.reshape(t.transpose(x.node, range(x.ndim)[::-1]) or x.node, shape[::-1])
         node = t.transpose(node, range(len(shape))[::-1]) or node
     else:
@@ -754,9 +753,11 @@ def _select(condlist, choicelist, default=0):
         raise ValueError("np.select: list of cases must be same length as list of conditions")
     if not condlist:
         raise ValueError("select with an empty condition list is not possible")
+    # (Python numbers promote weakly, as NumPy's: a float32 choice and a default 0.5 give float32)
+    dtype = np.result_type(*(v if isinstance(v, (int, float, bool)) else _as_t(v).dtype
+                             for v in (*choicelist, default)))
     choices = [_as_t(c) for c in choicelist]
     out = _as_t(default)
-    dtype = np.result_type(*(c.dtype for c in choices), out.dtype)
     for cond, choice in zip(condlist[::-1], choices[::-1], strict=True):
         out = _WHERE(cond, choice, out)
     return out if out.dtype == dtype else out.astype(dtype)
@@ -890,7 +891,7 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
 
 
-scans.ALONG[np.add] = lambda x, ax: TArray(t.cumsum(x.node, ax))
+scans.ALONG[np.add] = lambda x, ax: TArray(t.cumsum(x.node, ax) or x.node)  # (running sums of zeros: the zeros)
 _prod = scans.prod(_refuse)
 _cumsum = scans.running(np.add, "cumsum", _refuse)
 _cumprod = scans.running(np.multiply, "cumprod", _refuse)

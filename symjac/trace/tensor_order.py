@@ -19,10 +19,11 @@ import numpy as np
 from .._errors import UnsupportedOperationError
 from ..ir import tensor as t
 from . import order
+from .arrayops import normalize_axes
 from .tensor import _BY_FUNC, TArray, _as_t, _constant, _refuse, _reshape, _transpose, getitem
 
 
-def _float(a, name: str) -> TArray:
+def _float_array(a, name: str) -> TArray:
     x = _as_t(a)
     if x.dtype.kind != "f":
         raise _refuse(f"np.{name} of a {x.dtype} array")
@@ -52,23 +53,27 @@ def _take_along(x: t.Node, idx: t.Node, ax: int) -> t.Node:
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     if order is not None:
         raise UnsupportedOperationError("np.sort(order=...): structured arrays are not traced")
-    x, idx, ax = _positions(_float(a, "sort"), axis)
+    x, idx, ax = _positions(_float_array(a, "sort"), axis)
     return TArray(_take_along(x.node, idx, ax))
 
 
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     if order is not None:
         raise UnsupportedOperationError("np.argsort(order=...): structured arrays are not traced")
-    _, idx, _ = _positions(_float(a, "argsort"), axis)
+    _, idx, _ = _positions(_float_array(a, "argsort"), axis)
     return TArray(idx)
 
 
 def _sorted_rows(a, axis, keepdims: bool, name: str):
     """The entries of the reduced ``axis`` (None: all; a tuple: merged) sorted along the last
     axis, and how to shape a reduced result (keepdims)."""
-    x = _float(a, name)
-    axes = tuple(range(x.ndim)) if axis is None else tuple(
-        sorted({int(k) % max(x.ndim, 1) for k in ((axis,) if np.ndim(axis) == 0 else axis)}))
+    x = _float_array(a, name)
+    if x.ndim == 0 and axis is not None:
+        raise np.exceptions.AxisError(axis, 0)
+    axes = normalize_axes(axis, x.ndim)
+    if len(set(axes)) != len(axes):
+        raise ValueError("repeated axis")
+    axes = tuple(sorted(axes))
     keep = [k for k in range(x.ndim) if k not in axes]
     moved = _transpose(x, keep + list(axes)) if keep + list(axes) != list(range(x.ndim)) else x
     kept = tuple(x.shape[k] for k in keep)
