@@ -25,7 +25,7 @@ from ..ir import tensor_batch as tb
 from ..trace import products as trace_products
 from ..trace import reads as _reads
 from ..trace import tensor as tt
-from ..trace import tensor_moves, tensor_order  # noqa: F401 (put np.sort, np.roll, ... in the array tier's table)
+from ..trace import tensor_library, tensor_moves, tensor_order  # noqa: F401 (put np.sort, np.roll, ... in the array tier's table)
 from ..trace.tracer import ArgSpec
 from . import batch as _batch
 from . import fused, templates, tensor_eval

@@ -124,6 +124,13 @@ def as_operand(value):
     return value
 
 
+def traced_operand(value):
+    """A traced array of either tier or a constant array as it is (for builders written as
+    NumPy calls, which serve both tiers); traced values in a list as the scalar tier's SymArray."""
+    x = as_operand(value)
+    return from_object_array(x) if isinstance(x, np.ndarray) and x.dtype == object else x
+
+
 # ----- reductions --------------------------------------------------------------------
 
 

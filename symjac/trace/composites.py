@@ -190,13 +190,14 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
-    x = from_object_array(a)
+    """NumPy's steps, as NumPy calls: they serve both tiers."""
+    x = ops.traced_operand(a)
     if weights is None:
         avg = np.mean(x, axis=axis, keepdims=keepdims)
         scale = avg.dtype.type(x.size / max(avg.size, 1))
         scl = np.broadcast_to(scale, avg.shape) if returned else None
     else:
-        w = from_object_array(weights)
+        w = ops.traced_operand(weights)
         if w.shape != x.shape:
             if axis is None:
                 raise TypeError("Axis must be specified when shapes of a and weights differ.")

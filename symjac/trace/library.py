@@ -39,12 +39,12 @@ def _concrete(value, what: str):
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     """NumPy's steps: (d * (y[1:] + y[:-1]) / 2.0).sum(axis), d = dx or diff(x); NumPy
     calls on the operands, so it serves both tiers."""
-    y = _operand(y)
+    y = ops.traced_operand(y)
     ax = ops.normalize_axes(axis, y.ndim)[0]
     if x is None:
         d = dx
     else:
-        xs = _operand(x)
+        xs = ops.traced_operand(x)
         if xs.ndim == 1:
             d = np.diff(xs)
             d = np.reshape(d, tuple(d.shape[0] if k == ax else 1 for k in range(y.ndim)))
@@ -367,13 +367,6 @@ vsplit = _axis_splitter(np.vsplit)
 # ----- SciPy functions written in Python (traced code sees these in their place) -------------------
 
 
-def _operand(a):
-    """A traced array of either tier or a constant array as it is (the functions below are
-    NumPy calls, which serve both tiers); traced values in a list as the scalar tier's SymArray."""
-    x = ops.as_operand(a)
-    return from_object_array(x) if isinstance(x, np.ndarray) and x.dtype == object else x
-
-
 def _finite_or_zero(m: SymArray) -> SymArray:
     return np.where(np.isfinite(m), m, 0.0)
 
@@ -382,7 +375,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """scipy.special.logsumexp: log(sum(b * exp(a - max))) + max (SciPy's result to a few ulps)."""
     if return_sign:
         raise UnsupportedOperationError("scipy.special.logsumexp(..., return_sign=True) while tracing")
-    x = _operand(a)
+    x = ops.traced_operand(a)
     m = _finite_or_zero(np.max(x, axis=axis, keepdims=True))
     terms = np.exp(x - m) if b is None else np.multiply(b, np.exp(x - m))
     out = np.log(np.sum(terms, axis=axis, keepdims=True)) + m
@@ -391,14 +384,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 def softmax(x, axis=None):
     """scipy.special.softmax: exp(x - max) / sum(exp(x - max)), as SciPy."""
-    x = _operand(x)
+    x = ops.traced_operand(x)
     shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return shifted / np.sum(shifted, axis=axis, keepdims=True)
 
 
 def log_softmax(x, axis=None):
     """scipy.special.log_softmax: (x - max) - log(sum(exp(x - max))), as SciPy."""
-    x = _operand(x)
+    x = ops.traced_operand(x)
     tmp = x - _finite_or_zero(np.max(x, axis=axis, keepdims=True))
     return tmp - np.log(np.sum(np.exp(tmp), axis=axis, keepdims=True))
 

@@ -299,7 +299,8 @@ def _operator(ufunc: np.ufunc, reflected: bool = False) -> Callable:
 
 for _dunder, _uf in {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "pow": np.power,
-    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "floordiv": np.floor_divide,
+    "mod": np.remainder,
 }.items():
     setattr(TArray, f"__{_dunder}__", _operator(_uf))
     setattr(TArray, f"__r{_dunder}__", _operator(_uf, reflected=True))
@@ -617,6 +618,14 @@ def setitem(n: t.Node, key, value) -> t.Node:
 
 def _as_t(x) -> TArray:
     return x if isinstance(x, TArray) else TArray(as_node(x))
+
+
+def float_array(a, name: str) -> TArray:
+    """``a`` as a traced array of floats, for ``np.<name>`` (others are refused)."""
+    x = _as_t(a)
+    if x.dtype.kind != "f":
+        raise _refuse(f"np.{name} of a {x.dtype} array")
+    return x
 
 
 def _reshape(x, shape, order="C"):

@@ -20,14 +20,7 @@ from .._errors import UnsupportedOperationError
 from ..ir import tensor as t
 from . import order
 from .arrayops import normalize_axes
-from .tensor import _BY_FUNC, TArray, _as_t, _constant, _refuse, _reshape, _transpose, getitem
-
-
-def _float_array(a, name: str) -> TArray:
-    x = _as_t(a)
-    if x.dtype.kind != "f":
-        raise _refuse(f"np.{name} of a {x.dtype} array")
-    return x
+from .tensor import _BY_FUNC, TArray, _constant, _refuse, _reshape, _transpose, float_array, getitem
 
 
 def _positions(x: TArray, axis) -> tuple[TArray, t.Node, int]:
@@ -53,21 +46,21 @@ def _take_along(x: t.Node, idx: t.Node, ax: int) -> t.Node:
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     if order is not None:
         raise UnsupportedOperationError("np.sort(order=...): structured arrays are not traced")
-    x, idx, ax = _positions(_float_array(a, "sort"), axis)
+    x, idx, ax = _positions(float_array(a, "sort"), axis)
     return TArray(_take_along(x.node, idx, ax))
 
 
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     if order is not None:
         raise UnsupportedOperationError("np.argsort(order=...): structured arrays are not traced")
-    _, idx, _ = _positions(_float_array(a, "argsort"), axis)
+    _, idx, _ = _positions(float_array(a, "argsort"), axis)
     return TArray(idx)
 
 
 def _sorted_rows(a, axis, keepdims: bool, name: str):
     """The entries of the reduced ``axis`` (None: all; a tuple: merged) sorted along the last
     axis, and how to shape a reduced result (keepdims)."""
-    x = _float_array(a, name)
+    x = float_array(a, name)
     if x.ndim == 0 and axis is not None:
         raise np.exceptions.AxisError(axis, 0)
     axes = normalize_axes(axis, x.ndim)
