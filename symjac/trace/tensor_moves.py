@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir import tensor as t
 from .tensor import _BY_FUNC, TArray, _as_t, _concatenate, _reshape, getitem, is_tarray
+from .tensor_order import take_along
 
 
 def _gathered(operands: list, positions):
@@ -96,11 +97,9 @@ def _take_along_axis(arr, indices, axis=-1):
     shape = tuple(indices.shape[k] if k == ax else np.broadcast_shapes((x.shape[k],), (indices.shape[k],))[0]
                   for k in range(x.ndim))
     idx = indices.node if indices.shape == shape else np.broadcast_to(indices, shape).node
-    keys = [idx if k == ax else t.const(np.arange(n).reshape([-1 if j == k else 1 for j in range(x.ndim)]))
-            for k, n in enumerate(shape)]
     src = x.node if all(x.shape[k] == shape[k] for k in range(x.ndim) if k != ax) else np.broadcast_to(
         x, tuple(shape[k] if k != ax else x.shape[k] for k in range(x.ndim))).node
-    return TArray(t.gather(src, keys, 0))
+    return TArray(take_along(src, idx, ax))
 
 
 _BY_FUNC.update({

@@ -36,10 +36,10 @@ def _positions(x: TArray, axis) -> tuple[TArray, t.Node, int]:
     return x, t.argsort(x.node, ax), ax
 
 
-def _take_along(x: t.Node, idx: t.Node, ax: int) -> t.Node:
-    """``np.take_along_axis(x, idx, ax)`` for ``idx`` shaped like ``x``: a gather by every axis."""
+def take_along(x: t.Node, idx: t.Node, ax: int) -> t.Node:
+    """``np.take_along_axis(x, idx, ax)`` for ``idx`` shaped like ``x`` but along ``ax``: a gather by every axis."""
     indices = [idx if k == ax else t.const(np.arange(n).reshape([-1 if j == k else 1 for j in range(x.ndim)]))
-               for k, n in enumerate(x.shape)]
+               for k, n in enumerate(idx.shape)]
     return t.gather(x, indices, 0)
 
 
@@ -47,7 +47,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None):
     if order is not None:
         raise UnsupportedOperationError("np.sort(order=...): structured arrays are not traced")
     x, idx, ax = _positions(float_array(a, "sort"), axis)
-    return TArray(_take_along(x.node, idx, ax))
+    return TArray(take_along(x.node, idx, ax))
 
 
 def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
@@ -73,7 +73,7 @@ def _sorted_rows(a, axis, keepdims: bool, name: str):
     rows = _reshape(moved, kept + (math.prod(x.shape[k] for k in axes),))
     rows, idx, ax = _positions(rows, -1)
     out_shape = tuple(1 if k in axes else n for k, n in enumerate(x.shape)) if keepdims else kept
-    return TArray(_take_along(rows.node, idx, ax)), out_shape
+    return TArray(take_along(rows.node, idx, ax)), out_shape
 
 
 def _at_positions(s: TArray, node_fn, shape: tuple) -> TArray:
