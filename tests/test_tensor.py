@@ -1050,3 +1050,28 @@ def test_medians_refuse_axes_numpy_refuses(axis):
         np.median(X, axis=axis)
     with sj.using_tier("array"), pytest.raises(type(numpy_error.value)):
         sj.jit(lambda x: np.median(x, axis=axis))(X)
+
+
+_ELLIPSIS = {
+    "dot_last": lambda x: np.einsum("...i,...i->...", x, x),
+    "matvec": lambda x: np.einsum("...ij,j->...i", x, x[0, 0]),
+    "implicit": lambda x: np.einsum("...i,ij", x, x[0].T),
+    "leading": lambda x: np.einsum("i...,i...->...", x, x * 2.0),
+    "middle": lambda x: np.einsum("i...,...->i...", x, x[0] * 2.0),
+}
+
+
+@pytest.mark.parametrize("name", list(_ELLIPSIS))
+def test_einsum_with_an_ellipsis_stays_on_the_array_tier(name):
+    """``...`` in np.einsum subscripts (batched products as PyTorch users write them) is written
+    out as letters on the array tier; it sent the program to the scalar tier."""
+    _stays_on_the_array_tier(_ELLIPSIS[name], _x(3, 4, 5))
+
+
+def test_einsum_refuses_to_broadcast_different_lengths_under_an_ellipsis():
+    x = _x(2, 3, 4)
+    f = lambda y: np.einsum("...i,...i->...", y, y[:1])  # noqa: E731
+    with sj.using_tier("array"):
+        J = sj.jit(f)
+        np.testing.assert_allclose(J(x), f(x), rtol=1e-14)
+        assert "different lengths under '...'" in J.info(x).why

@@ -1053,18 +1053,47 @@ def _vdot(a, b):
     return _tensordot(TArray(t.reshape(x, (x.size,))), TArray(t.reshape(y, (y.size,))), ([0], [0]))
 
 
+def _einsum_ellipsis(spec: str, subs: list, result: str | None, nodes: list) -> tuple[list, str | None, str]:
+    """``...`` written out as letters the subscripts do not use, one per leading axis it stands
+    for (aligned from the right, as NumPy's); axes it covers must have one length in every
+    operand (broadcasting a length-1 axis against a longer one is refused)."""
+    lengths: dict = {}
+    counts = []
+    for sub, n in zip(subs, nodes, strict=True):
+        count = n.ndim - (len(sub) - 3) if "..." in sub else 0
+        if count < 0 or sub.count("...") > 1 or (count and "..." not in sub):
+            raise ValueError(f"einstein sum subscripts string {sub!r} does not match its operand's {n.ndim} axes")
+        counts.append(count)
+        start = sub.find("...")
+        for k in range(count):  # (k-th axis from the ellipsis' right end)
+            length = n.shape[start + count - 1 - k]
+            if lengths.setdefault(k, length) != length:
+                raise _refuse("np.einsum broadcasting axes of different lengths under '...'")
+    width = max(counts, default=0)
+    letters = [c for c in string.ascii_letters if c not in spec][:width][::-1]  # (letters[k]: k-th from the right)
+    subs = [sub.replace("...", "".join(letters[k] for k in reversed(range(c)))) for sub, c in zip(subs, counts,
+                                                                                               strict=True)]
+    ellipsis = "".join(letters[k] for k in reversed(range(width)))
+    if result is not None:
+        if "..." not in result and width:
+            raise _refuse("np.einsum summing over the axes of '...'")
+        result = result.replace("...", ellipsis)
+    return subs, result, ellipsis
+
+
 def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    if out is not None or not isinstance(subscripts, str) or "." in subscripts:
+    if out is not None or not isinstance(subscripts, str):
         raise _refuse("this np.einsum form")
     nodes, dtype = _float_operands(*operands)
     spec = subscripts.replace(" ", "")
-    if "->" in spec:
-        ins, result = spec.split("->")
-    else:
-        ins = spec
-        counts = {c: ins.count(c) for c in ins if c != ","}
-        result = "".join(sorted(c for c, n in counts.items() if n == 1))
+    ins, result = spec.split("->") if "->" in spec else (spec, None)
     subs = ins.split(",")
+    ellipsis = ""
+    if "..." in spec:
+        subs, result, ellipsis = _einsum_ellipsis(spec, subs, result, nodes)
+    if result is None:
+        counts = {c: ins.count(c) for c in ins if c.isalpha()}
+        result = ellipsis + "".join(sorted(c for c, n in counts.items() if n == 1))
     if len(subs) != len(nodes):
         raise ValueError("more operands provided to einstein sum function than specified in the subscripts string")
     # pairwise, each time the pair whose product is smallest
