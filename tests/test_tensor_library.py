@@ -9,6 +9,9 @@ RNG = np.random.default_rng(5)
 CASES = {
     "nansum": lambda x: np.nansum(x * x, axis=1),
     "nanmean": lambda x: np.nanmean(np.sin(x), axis=0),
+    "nanvar_ddof": lambda x: np.nanvar(x, axis=1, ddof=1),
+    "nanstd_keepdims": lambda x: np.nanstd(x * x, axis=0, keepdims=True) * x,
+    "nanvar_all": lambda x: np.nanvar(np.sin(x)),
     "nanmax_nanmin": lambda x: np.nanmax(x, axis=1) - np.nanmin(x * 2.0, axis=1),
     "ptp": lambda x: np.ptp(x, axis=0) * x[0],
     "average_weights": lambda x: np.average(x, axis=0, weights=np.arange(1.0, 5.0)),

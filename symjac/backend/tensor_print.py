@@ -30,7 +30,10 @@ def _line(n: t.Node, name: dict) -> str:
     if n.op == "map":
         names = {t.PH[k]: sp.Symbol(a[k]) for k in range(len(a))}
         (expr,) = g.substitute([p.expr], names)
-        text = str(expr)
+        try:
+            text = str(expr)
+        except TypeError:  # (SymPy orders the terms, and a NaN among them compares as an error)
+            text = sp.sstr(expr, order="none")
         return text if n.shape == t.broadcast_shape(*(x.shape for x in n.args)) else \
             f"np.broadcast_to({text}, {n.shape})"
     if n.op == "einsum":

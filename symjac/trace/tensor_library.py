@@ -1,5 +1,6 @@
 """The array tier's NumPy library functions written as NumPy calls on traced arrays:
-the NaN-ignoring reductions (np.nansum, np.nanmean, np.nanmax, np.nanmin), np.ptp,
+the NaN-ignoring reductions (np.nansum, np.nanmean, np.nanvar, np.nanstd, np.nanmax,
+np.nanmin), np.ptp,
 np.average, np.count_nonzero, np.all, np.any, np.polyval, np.kron, np.cross,
 np.ediff1d and np.vander.
 
@@ -46,6 +47,25 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     x = float_array(a, "nanmean")
     total = nansum(x, axis, dtype, keepdims=keepdims)
     return np.true_divide(total, _counts(x, axis, keepdims).astype(total.dtype))  # (NaN where all are NaN)
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    """NumPy's steps: NaNs as zeros, the mean over the count, deviations (zero at the NaNs)
+    squared and summed over count - ddof; NaN where that is not positive."""
+    _no("nanvar", dtype=dtype, out=out, where=where, mean=mean, correction=correction)
+    x = float_array(a, "nanvar")
+    zero = _full(x, 0.0)
+    nan = np.isnan(x)
+    arr = np.where(nan, zero, x)
+    avg = np.true_divide(np.sum(arr, axis=axis, keepdims=True), _counts(x, axis, True))
+    deviation = np.where(nan, zero, np.subtract(arr, avg))
+    total = np.sum(np.multiply(deviation, deviation), axis=axis, keepdims=keepdims)
+    dof = np.subtract(_counts(x, axis, keepdims), float(ddof))
+    return np.where(np.less_equal(dof, 0.0), _full(x, np.nan), np.true_divide(total, dof))
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    return np.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))
 
 
 def _nan_extremum(name: str, reduce, fill: float):
@@ -147,7 +167,7 @@ def vander(x, N=None, increasing=False):
 
 
 _BY_FUNC.update({
-    np.nansum: nansum, np.nanmean: nanmean, np.nanmax: _nan_extremum("nanmax", np.max, -np.inf),
+    np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanmax: _nan_extremum("nanmax", np.max, -np.inf),
     np.nanmin: _nan_extremum("nanmin", np.min, np.inf), np.ptp: ptp, np.average: composites.average,
     np.count_nonzero: count_nonzero, np.all: all_, np.any: any_, np.polyval: polyval, np.kron: kron,
     np.cross: cross, np.ediff1d: ediff1d, np.vander: vander,
