@@ -410,6 +410,26 @@ def test_in_blocks_weights_used_transposed_are_copied_in_order_once(plans, monke
     _compare(plan, leaves, rtol=1e-12)
 
 
+@pytest.mark.parametrize("width", [256, 300])
+def test_products_of_few_rows_by_wide_weights_run_as_simd_loops_on_the_threads(width):
+    """An MLP's input Jacobian multiplies its 10 rows through each weight matrix: those products
+    are ``mmf``'s (``jit/few_rows.py``), the columns split over the threads (300: a last part
+    ending after its whole vector blocks), with the steps' values."""
+    W1, W2, W3 = (RNG.normal(size=s) / width ** 0.5 for s in ((width, width), (width, width), (10, width)))
+
+    def mlp(x):
+        return W3 @ np.tanh(W2 @ np.tanh(W1 @ x + 0.1))
+    T, x = sj.jacobian(mlp), RNG.normal(size=width)
+    plan, leaves = _ready(T, x)
+    run = plan.whole.text[plan.whole.text.index("def run("):]
+    assert run.count(f"mmf(10, {width}, {width}, ") == 2 and "mm(" not in run, run
+    _compare(plan, leaves, rtol=1e-12)
+    h1 = np.tanh(W1 @ x + 0.1)
+    h2 = np.tanh(W2 @ h1)
+    want = W3 @ np.diag(1 - h2 ** 2) @ W2 @ np.diag(1 - h1 ** 2) @ W1
+    np.testing.assert_allclose(plan.whole.call(leaves)[0], want, rtol=1e-12, atol=1e-12)
+
+
 def test_blocks_are_spread_evenly_over_the_threads(monkeypatch):
     """More blocks than threads: as many on each thread (the last of 25 blocks of a PINN's
     4,096 points on two threads kept one of them busy for a 13th block alone)."""
