@@ -168,6 +168,20 @@ def test_indices_passed_at_run_time_say_what_to_do():
     assert "as an array the function reads" in str(err.value)
 
 
+def test_indices_the_program_computes_say_what_to_do():
+    """Positions computed from the arguments (np.sort's): no closure can hold them, so the
+    message says to leave the tier to symjac, which then serves the scalar tier's pattern."""
+    def f(x):
+        return np.sort(x) * 2.0
+
+    x = np.array([3.0, 1.0, 2.0, 5.0])
+    with sj.using_tier("array"), pytest.raises(SymjacError, match="an argsort of shape") as err:
+        sj.jacobian(f, sparse=True)(x)
+    assert "sj.set_tier('auto')" in str(err.value) and "the function reads" not in str(err.value)
+    J = sj.jacobian(f, sparse=True)(x)
+    np.testing.assert_array_equal(J.toarray(), 2.0 * np.eye(4)[[1, 2, 0, 3]])
+
+
 def test_sparse_products_inside_other_transforms_stay_on_the_scalar_tier():
     def f(x):
         return sj.jacobian(lambda y: np.sin(y) * y[0], sparse=True)(x).sum()

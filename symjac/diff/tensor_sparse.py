@@ -111,12 +111,21 @@ def _index_values(n: t.Node) -> np.ndarray:
         return np.asarray(n.param.value)
     if n.op == "fill":
         return np.full(n.shape, n.param[0])
+    if n.op == "input":
+        fix = ("pass the indices as an array the function reads (a closure, a global, an attribute), not as "
+               "an argument, or set sj.set_tier('scalar')")
+    else:  # (computed by the program, from the arguments: np.sort's, np.argmax's positions)
+        fix = ("leave the tier choice to symjac (sj.set_tier('auto'), the default: the scalar tier then "
+               "finds the pattern) or set sj.set_tier('scalar')")
     raise NoSparsePattern(
         "sparse=True on the array tier needs the values of every gather's or scatter's indices when the "
-        f"program is built -> got indices computed at run time (a {n.op} of shape {n.shape}) -> pass the "
-        "indices as an array the function reads (a closure, a global, an attribute), not as an argument, "
-        "or set sj.set_tier('scalar')."
+        f"program is built -> got indices computed at run time ({_article(n.op)} {n.op} of shape {n.shape}) "
+        f"-> {fix}."
     )
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def _take_key(take: t.Take, indices: Sequence[t.Node]) -> tuple:

@@ -142,6 +142,8 @@ class TArray:
                 raise _refuse(f"the ufunc {ufunc.__name__}")
             return elementwise(row.build, inputs, kwargs)
         if method == "reduce":
+            if kwargs.get("axis", 0) == 0 and inputs and np.ndim(inputs[0]) == 0:
+                kwargs["axis"] = None  # (NumPy's reduce of a 0-d array is its value)
             name = {"add": "sum", "maximum": "amax", "minimum": "amin"}.get(ufunc.__name__)
             if name is not None:
                 kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
