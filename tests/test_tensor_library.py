@@ -26,6 +26,22 @@ CASES = {
     "ediff1d": lambda x: np.ediff1d(x, to_begin=-1.0, to_end=[2.0, 3.0]),
     "vander": lambda x: np.vander(x[0], 4) + np.vander(x[1], 4, increasing=True),
     "floor_divide_remainder": lambda x: (x // 0.3) * x + (x % 0.3),
+    # (the scalar tier's builders, written as NumPy calls for both tiers)
+    "cov": lambda x: np.cov(x),
+    "cov_columns_y_bias": lambda x: np.cov(x.T, x[:2].T * 2.0, rowvar=False, bias=True),
+    "corrcoef": lambda x: np.corrcoef(x * x),
+    "corrcoef_vectors": lambda x: np.corrcoef(x[0], x[1] + x[2]),
+    "gradient_axis": lambda x: np.gradient(x * x, axis=1),
+    "gradient_all_second_order": lambda x: np.gradient(np.sin(x), 0.5, [0.0, 0.2, 0.5, 0.9, 1.0], edge_order=2),
+    "gradient_coordinates": lambda x: np.gradient(x, np.array([0.0, 0.1, 0.3, 0.35, 0.6]), axis=-1),
+    "linspace_traced_ends": lambda x: np.linspace(x[0], x[1] * 3.0, 4) * x[2],
+    "linspace_open_axis": lambda x: np.linspace(-1.0, x[:, 0], 6, endpoint=False, axis=1),
+    "linspace_one_end_twice": lambda x: np.linspace(x[3, 1], x[3, 1], 3) * x[0, 0],  # (its step is 0)
+    # (diagonals with an offset or of axes of different lengths: a gather of their positions)
+    "trace_offset_non_square": lambda x: np.trace(x, 1) * x[0] + np.trace(x) * x[1] + np.trace(x, -2) * x[2],
+    "diag_k": lambda x: np.diag(x[0], 2) + np.diag(x[1, :4], -3)[:7, :7],
+    "diagonal_axes_offset": lambda x: np.diagonal(x[:, None, :] * x[:, :, None], -1, 2, 0),
+    "diagonal_beyond_the_array": lambda x: np.sum(np.diagonal(x, 9)) + x,
 }
 
 

@@ -25,8 +25,10 @@ from .symarray import SymArray, as_elems, constant_value, from_object_array
 
 def _concrete(value, what: str):
     """A concrete value (constant traced arrays included), or an error naming ``what``."""
-    if isinstance(value, SymArray):
-        found = constant_value(value)
+    node = None if isinstance(value, SymArray) else getattr(value, "node", None)
+    if isinstance(value, SymArray) or node is not None:
+        # (the array tier's traced array: a constant's node holds its value)
+        found = constant_value(value) if node is None else (node.param.value if node.op == "const" else None)
         if found is None:
             raise UnsupportedOperationError(
                 f"{what}: expected a concrete value while tracing -> got a value that depends on the traced "
@@ -110,7 +112,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     return elementwise(node, (a, b), np.dtype(bool))
 
 
-def _spacings(varargs, y: SymArray, axes: tuple) -> list:
+def _spacings(varargs, y, axes: tuple) -> list:
     """np.gradient's spacings, one per axis: a scalar, or the steps of a coordinate array (NumPy's rules)."""
     values = [_concrete(v, "np.gradient's spacing (a number or a coordinate array)") for v in varargs]
     if not values:
@@ -140,12 +142,16 @@ def _spacings(varargs, y: SymArray, axes: tuple) -> list:
     return out
 
 
+def _as_float(x, dtype: np.dtype):
+    return x if x.dtype == dtype else x.astype(dtype)
+
+
 def gradient(f, *varargs, axis=None, edge_order=1):
     """np.gradient: NumPy's second-order central differences (uniform or coordinate spacings) and
-    its first- or second-order one-sided edges, term by term."""
-    y = from_object_array(f)
-    if y.dtype.kind in "iu":  # NumPy differences integers in float64
-        y = SymArray(y.elems, np.dtype(np.float64))
+    its first- or second-order one-sided edges, term by term, as NumPy calls (both tiers)."""
+    y = ops.traced_operand(f)
+    if y.dtype.kind in "iub":  # NumPy differences integers in float64
+        y = y.astype(np.float64)
     axes = ops.normalize_axes(axis, y.ndim)
     if edge_order not in (1, 2):
         raise ArgumentError(f"np.gradient: expected edge_order 1 or 2 -> got {edge_order!r} -> use 1 or 2.")
@@ -159,65 +165,65 @@ def gradient(f, *varargs, axis=None, edge_order=1):
                 f"got {n} -> use a longer array or a lower edge_order."
             )
 
-        def at(i, _ax=ax):
-            return SymArray(np.take(y.elems, i, axis=_ax), y.dtype)
+        def at(lo, hi, _ax=ax):  # the points lo .. hi - 1 along the axis
+            return y[(slice(None),) * _ax + (slice(lo, hi),)]
 
         def along(c, _ax=ax):  # a constant per point along the axis, broadcast over the others
             return np.reshape(c, tuple(-1 if k == _ax else 1 for k in range(y.ndim)))
 
         if np.ndim(h) == 0:
-            inner = (at(range(2, n)) - at(range(0, n - 2))) / (2.0 * h)
+            inner = (at(2, n) - at(0, n - 2)) / (2.0 * h)
             h0 = hn = h
         else:
             d1, d2 = h[:-1], h[1:]
-            inner = (along(-d2 / (d1 * (d1 + d2))) * at(range(0, n - 2)) + along((d2 - d1) / (d1 * d2))
-                     * at(range(1, n - 1)) + along(d1 / (d2 * (d1 + d2))) * at(range(2, n)))
+            inner = (along(-d2 / (d1 * (d1 + d2))) * at(0, n - 2) + along((d2 - d1) / (d1 * d2))
+                     * at(1, n - 1) + along(d1 / (d2 * (d1 + d2))) * at(2, n))
             h0, hn = h[0], h[-1]
         if edge_order == 1:
-            first = (at([1]) - at([0])) / h0
-            last = (at([n - 1]) - at([n - 2])) / hn
+            first = (at(1, 2) - at(0, 1)) / h0
+            last = (at(n - 1, n) - at(n - 2, n - 1)) / hn
         elif np.ndim(h) == 0:
-            first = (-1.5 / h) * at([0]) + (2.0 / h) * at([1]) + (-0.5 / h) * at([2])
-            last = (0.5 / h) * at([n - 3]) + (-2.0 / h) * at([n - 2]) + (1.5 / h) * at([n - 1])
+            first = (-1.5 / h) * at(0, 1) + (2.0 / h) * at(1, 2) + (-0.5 / h) * at(2, 3)
+            last = (0.5 / h) * at(n - 3, n - 2) + (-2.0 / h) * at(n - 2, n - 1) + (1.5 / h) * at(n - 1, n)
         else:
             d1, d2 = h[0], h[1]
-            first = (-(2.0 * d1 + d2) / (d1 * (d1 + d2)) * at([0]) + (d1 + d2) / (d1 * d2) * at([1])
-                     + (-d1 / (d2 * (d1 + d2))) * at([2]))
+            first = (-(2.0 * d1 + d2) / (d1 * (d1 + d2)) * at(0, 1) + (d1 + d2) / (d1 * d2) * at(1, 2)
+                     + (-d1 / (d2 * (d1 + d2))) * at(2, 3))
             d1, d2 = h[-2], h[-1]
-            last = (d2 / (d1 * (d1 + d2)) * at([n - 3]) + (-(d2 + d1) / (d1 * d2)) * at([n - 2])
-                    + (2.0 * d2 + d1) / (d2 * (d1 + d2)) * at([n - 1]))
-        parts = np.concatenate([first, inner, last], axis=ax)
-        out.append(SymArray(parts.elems, dtype))
+            last = (d2 / (d1 * (d1 + d2)) * at(n - 3, n - 2) + (-(d2 + d1) / (d1 * d2)) * at(n - 2, n - 1)
+                    + (2.0 * d2 + d1) / (d2 * (d1 + d2)) * at(n - 1, n))
+        out.append(_as_float(np.concatenate([first, inner, last], axis=ax), dtype))
     return out[0] if len(out) == 1 else tuple(out)
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
-    # NumPy's steps: y = arange(num) * step + start (arange(num) / div * delta where the step underflows
-    # to 0), then y[-1] = stop; integer dtypes are floored
+    """NumPy's steps as NumPy calls (both tiers): y = arange(num) * step + start (arange(num) / div
+    * delta wherever a step is 0, as NumPy when any underflows to 0), then y[-1] = stop; integer
+    dtypes are floored."""
     num = operator.index(num)
     if num < 0:
         raise ArgumentError(f"np.linspace: expected a number of samples >= 0 -> got {num} -> pass num >= 0.")
     div = (num - 1) if endpoint else num
-    lo, hi = from_object_array(start), from_object_array(stop)
+    lo, hi = ops.traced_operand(start), ops.traced_operand(stop)
     dt = float_dtype(np.result_type(lo.dtype, hi.dtype))
-    delta = np.subtract(SymArray(hi.elems, dt), SymArray(lo.elems, dt))
+    lo, hi = _as_float(lo, dt), _as_float(hi, dt)
+    delta = np.subtract(hi, lo)
     steps = np.arange(num, dtype=dt).reshape((-1,) + (1,) * delta.ndim)
     if div > 0:
         step = delta / div
-        y = np.where(step == 0, steps / div * delta, steps * step)
+        y = np.where(np.any(step == 0), steps / div * delta, steps * step)
     else:
         step = np.nan
         y = steps * delta
     y = y + lo
     if endpoint and num > 1:
-        y[-1, ...] = hi
+        y = np.concatenate([y[:-1], np.broadcast_to(hi, delta.shape)[None]], axis=0)
     if axis != 0:
         y = np.moveaxis(y, 0, axis)
-    y = SymArray(y.elems, dt)
     if dtype is not None and np.dtype(dtype).kind in "iu":
         y = np.floor(y).astype(dtype)  # (constants only: a traced float has no integer conversion)
     elif dtype is not None:
-        y = SymArray(y.elems, np.dtype(dtype))
+        y = _as_float(y, np.dtype(dtype))
     return (y, step) if retstep else y
 
 
@@ -268,27 +274,27 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     return elementwise(node, (x,), np.dtype(np.float64))
 
 
+def _rows(v, rowvar: bool):
+    v = ops.traced_operand(v)
+    v = np.reshape(v, (1, -1)) if v.ndim < 2 else v
+    return v.T if not rowvar and v.shape[0] != 1 else v
+
+
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
-    """np.cov without weights, in NumPy's steps: deviations from the mean, X @ X.T / (N - ddof)."""
+    """np.cov without weights, in NumPy's steps as NumPy calls (both tiers): in float64 at least,
+    deviations from the mean, X @ X.T / (N - ddof)."""
     if fweights is not None or aweights is not None:
         raise UnsupportedOperationError(
             "np.cov(fweights=/aweights=) while tracing: expected no weights -> got weights -> compute the weighted "
             "covariance with np.average and a product, e.g. (w * d) @ d.T / w.sum() with d the deviations."
         )
-    x = from_object_array(m)
-    if x.ndim > 2:
-        raise ArgumentError(f"np.cov: expected at most 2 dimensions -> got shape {x.shape} -> pass a vector or a matrix.")
-    x = np.reshape(x, (1, -1)) if x.ndim < 2 else x
-    if not rowvar and x.shape[0] != 1:
-        x = x.T
+    if np.ndim(m) > 2:
+        raise ArgumentError(f"np.cov: expected at most 2 dimensions -> got shape {np.shape(m)} -> pass a vector or a "
+                            "matrix.")
+    x = _rows(m, rowvar)
     if y is not None:
-        yy = from_object_array(y)
-        yy = np.reshape(yy, (1, -1)) if yy.ndim < 2 else yy
-        if not rowvar and yy.shape[0] != 1:
-            yy = yy.T
-        x = np.concatenate([x, yy], axis=0)
-    dt = float_dtype(x.dtype) if dtype is None else np.dtype(dtype)
-    x = SymArray(x.elems, dt)
+        x = np.concatenate([x, _rows(y, rowvar)], axis=0)
+    x = _as_float(x, np.result_type(x.dtype, np.float64) if dtype is None else np.dtype(dtype))
     if ddof is None:
         ddof = 0 if bias else 1
     fact = x.shape[1] - ddof

@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import dataclasses
 import math
+import operator
 import string
 from collections.abc import Callable, Iterator, Sequence
 
@@ -1164,15 +1165,19 @@ def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 
 
 def _diagonal(a, offset=0, axis1=0, axis2=1):
+    """The entries ``[i, i + offset]`` of two axes, as a last axis: an index renaming (``ab ->
+    aa``) on a square pair without offset, else a gather of those positions."""
     x = _as_t(a)
-    if offset:
-        raise _refuse("diagonal(offset=...)")
     a1, a2 = axis1 % x.ndim, axis2 % x.ndim
+    n1, n2 = x.shape[a1], x.shape[a2]
+    if offset or n1 != n2:
+        offset = operator.index(offset)
+        length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+        steps = np.arange(length)
+        return np.moveaxis(x, (a1, a2), (-2, -1))[..., steps + max(0, -offset), steps + max(0, offset)]
     chars = list(string.ascii_letters[: x.ndim])
     chars[a2] = chars[a1]
     rest = "".join(c for k, c in enumerate(chars) if k not in (a1, a2))
-    if x.shape[a1] != x.shape[a2]:
-        raise _refuse("the diagonal of a non-square pair of axes")
     return TArray(t.einsum([x.node], ["".join(chars)], rest + chars[a1]))
 
 
@@ -1194,13 +1199,13 @@ def _diag(v, k=0):
     """``np.diag``: a matrix's diagonal (as :func:`_diagonal`), or the matrix of a vector on its
     diagonal (an index renaming: ``a -> aa``, zeros elsewhere)."""
     x = _as_t(v)
-    if k:
-        raise _refuse("np.diag(v, k) with k != 0")
+    k = operator.index(k)
     if x.ndim == 2:
-        return _diagonal(x)
+        return _diagonal(x, k)
     if x.ndim != 1:
         raise ValueError("Input must be 1- or 2-d.")
-    return TArray(t.einsum([x.node], ["a"], "aa"))
+    square = TArray(t.einsum([x.node], ["a"], "aa"))
+    return np.pad(square, ((0, k), (k, 0)) if k >= 0 else ((-k, 0), (0, -k))) if k else square
 
 
 # ----- dense linear algebra --------------------------------------------------------------------
