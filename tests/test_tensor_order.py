@@ -96,3 +96,20 @@ def test_a_median_over_many_rows_stays_array_sized():
     sub = sj.grad(lambda w: np.mean(np.abs(np.median(X[::1000] * w, axis=1))))(w)
     np.testing.assert_allclose(sub, want / 20, rtol=1e-12)
     assert np.isfinite(g).all() and g.shape == (50,)
+
+
+@pytest.mark.parametrize("tier", ["array", "scalar"])
+def test_quantile_dtypes_are_numpys(tier):
+    """float32 entries: NumPy's quantiles at a list of q are float64 (q a Python number:
+    float32); both tiers gave float32. Values to a float32 rounding (docs/numerics.md)."""
+    x = _x().astype(np.float32)
+    cases = [lambda x: np.quantile(x, [0.3, 0.5], axis=1), lambda x: np.percentile(x, np.array([10, 90])),
+             lambda x: np.quantile(x, 0.3, axis=0), lambda x: np.percentile(x, np.float32(30.0)),
+             lambda x: np.median(x, axis=1)]
+    with sj.using_tier(tier):
+        for f in cases:
+            got, want = sj.jit(f)(x), f(x)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+            if want.dtype == np.float32 and tier == "array":  # (the scalar tier's float32 steps: float64)
+                np.testing.assert_array_equal(got, want)

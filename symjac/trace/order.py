@@ -145,17 +145,30 @@ def concrete_q(q, scale: float, name: str) -> np.ndarray:
     return q
 
 
+def quantile_args(q, method: str, scale: float, name: str, dtype) -> tuple[np.ndarray, np.dtype]:
+    """(q's fractions, the dtype the quantiles are computed in) for an array of ``dtype``, as
+    NumPy's: its floating dtype with q a Python number (a weak scalar), else promoted with q's
+    (float64 for a list: np.quantile of float32 with q = [0.5] is float64)."""
+    if method != "linear":
+        raise UnsupportedOperationError(
+            f"np.{name}(method={method!r}) while tracing: expected method='linear' (NumPy's default) -> "
+            f"got {method!r} -> use the default method."
+        )
+    qs = concrete_q(q, scale, name)
+    if isinstance(q, SymArray):
+        q = constant_value(q)
+    x = float_dtype(dtype)
+    return qs, x if type(q) in (int, float) else np.result_type(x, np.asarray(q).dtype)
+
+
 def _quantile_builder(scale: float, name: str):
     def build(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None,
               interpolation=None):
         ops._reject_kwargs(name, {"out": out, "weights": weights, "interpolation": interpolation})
-        if method != "linear":
-            raise UnsupportedOperationError(
-                f"np.{name}(method={method!r}) while tracing: expected method='linear' (NumPy's default) -> "
-                f"got {method!r} -> use the default method."
-            )
-        qs = concrete_q(q, scale, name)
         x = from_object_array(a)
+        qs, dtype = quantile_args(q, method, scale, name, x.dtype)
+        if x.dtype != dtype:
+            x = x.astype(dtype)
         parts = [_reduce_sorted(x, axis, keepdims, lambda s, _q=float(v): quantile_node(s, _q)) for v in qs.flat]
         if qs.ndim == 0:
             return parts[0]

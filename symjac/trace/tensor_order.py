@@ -105,17 +105,14 @@ def _quantile(scale: float, name: str):
               interpolation=None):
         if out is not None or weights is not None or interpolation is not None:
             raise _refuse(f"np.{name} with out=, weights= or interpolation=")
-        if method != "linear":
-            raise UnsupportedOperationError(
-                f"np.{name}(method={method!r}) while tracing: expected method='linear' (NumPy's default) -> "
-                f"got {method!r} -> use the default method.")
         if isinstance(q, TArray):
             q = _constant(q.node)
             if q is None:
                 raise UnsupportedOperationError(f"np.{name}: expected concrete q -> got q that depends on the "
                                                 "traced inputs -> pass q as a constant.")
-        qs = order.concrete_q(q, scale, name)
-        s, shape = _sorted_rows(a, axis, keepdims, name)
+        x = float_array(a, name)
+        qs, dtype = order.quantile_args(q, method, scale, name, x.dtype)
+        s, shape = _sorted_rows(x if x.dtype == dtype else x.astype(dtype), axis, keepdims, name)
         parts = [_at_positions(s, lambda items, v=float(v): order.quantile_node(items, v), shape) for v in qs.flat]
         if qs.ndim == 0:
             return parts[0]
