@@ -915,7 +915,7 @@ _SCANS = {
     "multiply_reduce": lambda x: np.multiply.reduce(x * x),
     # (a 0-d array reduced "along axis 0": its value, as NumPy's; it raised on both tiers)
     "reduce_0d": lambda x: (np.multiply.reduce(x[2, 2] * x[0, 1]) + np.add.reduce(x[0, 0])
-                            + np.maximum.reduce(x[4, 1], keepdims=True)) * x,
+                            + np.maximum.reduce(x[4, 1], keepdims=True) + np.add.reduce(x[1, 1], axis=-1)) * x,
     "prod_empty_axis": lambda x: np.prod(x[:, :0], axis=1) + x[:, 1],
     "cumsum_flat": lambda x: np.cumsum(np.sin(x)),
     "cumsum_axis0_method": lambda x: (x * x).cumsum(0),

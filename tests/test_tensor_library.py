@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from tier_helpers import stays_on_the_array_tier
 
+import symjac as sj
+
 RNG = np.random.default_rng(5)
 
 CASES = {
@@ -42,6 +44,13 @@ CASES = {
     "diag_k": lambda x: np.diag(x[0], 2) + np.diag(x[1, :4], -3)[:7, :7],
     "diagonal_axes_offset": lambda x: np.diagonal(x[:, None, :] * x[:, :, None], -1, 2, 0),
     "diagonal_beyond_the_array": lambda x: np.sum(np.diagonal(x, 9)) + x,
+    "gradient_0d_spacing": lambda x: np.gradient(x, np.array(0.5), axis=0),
+    # (np.interp: constant sample points, traced query points, values and ends)
+    "interp_points": lambda x: np.interp(x, np.array([0.0, 0.5, 0.9, 1.2]), np.array([1.0, -2.0, 0.5, 2.0])),
+    # (query points inside, where values are continuous, and two beyond the ends)
+    "interp_values_and_ends": lambda x: np.interp(np.concatenate([x[0] * 0.5 + 0.15, [-1.0, 2.0]]), [0.2, 0.6, 1.1],
+                                                  x[1, :3], left=x[2, 0], right=-1.0),
+    "interp_one_point": lambda x: np.interp(x, [0.8], [2.0]) * x,
 }
 
 
@@ -55,3 +64,52 @@ def test_library_functions_stay_on_the_array_tier(name):
     if name == "floor_divide_remainder":  # (steps at multiples of 0.3: finite differences must not cross one)
         x = np.floor(x / 0.3) * 0.3 + 0.15
     stays_on_the_array_tier(CASES[name], x, specials={(1, 1): np.nan, (2, 4): np.inf})
+
+
+def test_interp_at_its_sample_points_ends_and_special_values():
+    """NumPy's cases bit for bit: exactly at a sample point its value; below the first and
+    above the last the ends; NaN query points NaN; infinite values at neighbours (a NaN from
+    the left taken from the right)."""
+    xp = np.array([0.0, 1.0, 2.5, 4.0])
+    x = np.array([-1.0, 0.0, 0.5, 1.0, 1.5, 2.5, 3.0, 4.0, 5.0, np.nan, np.inf, -np.inf])
+    f = lambda v: np.interp(x, xp, v)  # noqa: E731
+    for fp in (np.array([1.0, 3.0, 2.0, 0.5]), np.array([1.0, np.inf, np.inf, 0.5]), np.array([np.nan, 1.0, -np.inf, 2.0])):
+        with sj.using_tier("array"), np.errstate(all="ignore"):
+            T = sj.jit(f)
+            np.testing.assert_array_equal(T(fp), f(fp))
+            assert T.info(fp).tier == "array"
+    with sj.using_tier("array"):
+        J = sj.jacobian(f)(np.array([1.0, 3.0, 2.0, 0.5]))
+        # (a repeated sample point: the value after it from there on, as NumPy's search finds)
+        g = lambda v: np.interp(x, [0.0, 1.0, 1.0, 4.0], v)  # noqa: E731
+        v = np.array([1.0, 3.0, -2.0, 0.5])
+        np.testing.assert_array_equal(sj.jit(g)(v), g(v))
+    want = np.zeros((9, 4))  # (the finite query points)
+    want[[0, 1], 0] = want[3, 1] = want[5, 2] = want[[7, 8], 3] = 1.0  # (ends, sample points)
+    want[2, :2] = [0.5, 0.5]
+    want[4, 1:3] = want[6, 2:] = [2 / 3, 1 / 3]
+    np.testing.assert_allclose(J[:9], want, rtol=1e-15)
+
+
+def test_constants_computed_in_the_function_are_not_evaluated_by_the_array_tier():
+    """A spacing or sample points the function computes from constants: the array tier says so
+    and how to proceed; symjac's own choice (the scalar tier) serves."""
+    x = RNG.uniform(0.3, 1.4, size=5)
+    f = lambda x: np.gradient(x, np.ones(5).cumsum() * 0.5)  # noqa: E731
+    with sj.using_tier("array"), pytest.raises(sj.UnsupportedOperationError, match="computes from constants") as err:
+        sj.jit(f)(x)
+    assert "sj.set_tier('auto')" in str(err.value)
+    np.testing.assert_array_equal(sj.jit(f)(x), f(x))
+
+
+@pytest.mark.parametrize("tier", ["array", "scalar"])
+def test_float32_dtypes_and_diagonal_errors_are_numpys(tier):
+    x32 = RNG.uniform(0.3, 1.4, size=(3, 4)).astype(np.float32)
+    with sj.using_tier(tier):
+        assert sj.jit(lambda x: np.linspace(0, x, 4))(x32[0]).dtype == np.float32  # (0: a weak Python number)
+        got = sj.jit(lambda x: np.cov(x, dtype=np.float32))(x32.astype(np.float64))
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, np.cov(x32.astype(np.float64), dtype=np.float32), rtol=1e-5)
+        for args, error in (((), ValueError), ((0, 1, 1), ValueError), ((0, 0, 7), np.exceptions.AxisError)):
+            with pytest.raises(error):
+                sj.jit(lambda x, a=args: np.diagonal(x * 2.0, *a))(x32[0] if not args else x32[None])

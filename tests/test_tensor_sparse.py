@@ -178,6 +178,9 @@ def test_indices_the_program_computes_say_what_to_do():
     with sj.using_tier("array"), pytest.raises(SymjacError, match="an argsort of shape") as err:
         sj.jacobian(f, sparse=True)(x)
     assert "sj.set_tier('auto')" in str(err.value) and "the function reads" not in str(err.value)
+    # (positions taken from an index argument, reversed: the advice for arguments)
+    with pytest.raises(SymjacError, match="the function reads"):
+        sj.jacobian(lambda x, i: x[i[::-1]] * 2.0, sparse=True)(x, np.array([2, 0, 3, 1]))
     J = sj.jacobian(f, sparse=True)(x)
     np.testing.assert_array_equal(J.toarray(), 2.0 * np.eye(4)[[1, 2, 0, 3]])
 

@@ -430,6 +430,25 @@ def test_products_of_few_rows_by_wide_weights_run_as_simd_loops_on_the_threads(w
     np.testing.assert_allclose(plan.whole.call(leaves)[0], want, rtol=1e-12, atol=1e-12)
 
 
+def test_big_matrix_vector_products_run_in_parts_on_the_threads(monkeypatch):
+    """A matrix times a vector of at least 4 x PARALLEL_WORK entries outside blocks: ``mvp``, the
+    result's entries in parts, one gemv per thread (BLAS is on one thread while the function
+    runs); both orientations (W x, and xᵀ W in the gradient), with the steps' values."""
+    monkeypatch.setattr(whole, "PARALLEL_WORK", 64)
+    monkeypatch.setattr(whole, "MIN_STEPS", 1)
+    W, V = RNG.normal(size=(70, 40)) / 6, RNG.normal(size=(70, 30)) / 6
+
+    def f(x):
+        return np.sum(np.tanh(np.tanh(W @ x) @ V) ** 2)
+    T, x = sj.grad(f), RNG.normal(size=40)
+    plan, leaves = _ready(T, x)
+    run = plan.whole.text[plan.whole.text.index("def run("):]
+    assert "mvp(111, 70, 40, " in run and "mvp(112, 70, " in run, run
+    _compare(plan, leaves, rtol=1e-12)
+    with sj.using_tier("scalar"):
+        np.testing.assert_allclose(plan.whole.call(leaves)[0], sj.grad(f)(x), rtol=1e-12, atol=1e-14)
+
+
 def test_blocks_are_spread_evenly_over_the_threads(monkeypatch):
     """More blocks than threads: as many on each thread (the last of 25 blocks of a PINN's
     4,096 points on two threads kept one of them busy for a 13th block alone)."""

@@ -111,10 +111,10 @@ def _index_values(n: t.Node) -> np.ndarray:
         return np.asarray(n.param.value)
     if n.op == "fill":
         return np.full(n.shape, n.param[0])
-    if n.op == "input":
+    if any(m.op == "input" for m in t.topo_order([n]) if m.dtype.kind in "iub"):  # (from an index argument)
         fix = ("pass the indices as an array the function reads (a closure, a global, an attribute), not as "
                "an argument, or set sj.set_tier('scalar')")
-    else:  # (computed by the program, from the arguments: np.sort's, np.argmax's positions)
+    else:  # (positions computed from the float arguments: np.sort's, np.argmax's)
         fix = ("leave the tier choice to symjac (sj.set_tier('auto'), the default: the scalar tier then "
                "finds the pattern) or set sj.set_tier('scalar')")
     raise NoSparsePattern(

@@ -634,7 +634,10 @@ class _Writer:
                     return False
                 shape[0] = self._rows(n, shape[0])
             text.alloc(name, n.size)
-            text.line(1, f"mv({trans}, {shape[0]}, {shape[1]}, {self.arg(mat, True)}, {max(1, shape[1])}, "
+            mv = "mv"
+            if not self.block and shape[0] * shape[1] >= PARALLEL_WORK * 4:
+                mv, self.threaded = "mvp", True
+            text.line(1, f"{mv}({trans}, {shape[0]}, {shape[1]}, {self.arg(mat, True)}, {max(1, shape[1])}, "
                          f"{self._name(vec)}, {name})")
             return True
         mm, m = "mm", str(rows)
@@ -644,7 +647,8 @@ class _Writer:
             m = self._rows(n, rows)
         elif rows * cols * k >= PARALLEL_WORK * 4 and rows >= 64:
             mm, self.threaded = "mmp", True
-        elif rows <= FEW_ROWS and cols >= FEW_COLUMNS and rows * cols * k >= PARALLEL_WORK * 4 and (ta, tb) == (111, 111):
+        elif (rows <= FEW_ROWS and cols >= FEW_COLUMNS and rows * cols * k >= PARALLEL_WORK * 4 and (ta, tb) == (111, 111)
+              and _few_rows_usable()):
             text.alloc(name, n.size)
             text.line(1, f"mmf({m}, {cols}, {k}, {self.arg(x, True)}, {lda}, {self._name(y)}, {ldb}, {name}, {cols})")
             self.few = self.threaded = True
@@ -919,6 +923,25 @@ _HEAD = [
     '      error_model="numpy", nogil=True)',
     "def mm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc):",
     '    gemm_block("symjac_cblas_dgemm", ta, tb, m, n, k, a.ctypes.data, lda, b.ctypes.data, ldb, c.ctypes.data, ldc)',
+    "",
+    "",
+    "# (a big matrix times a vector in parts of the result, one per thread: BLAS runs on one thread",
+    "# while the function's loops run, and a 1,024 x 1,024 matrix (8 MB) read by one thread took",
+    "# ~250 us, a fifth of an MLP input Jacobian's call)",
+    '@njit("void(int64, int64, int64, float64[::1], int64, float64[::1], float64[::1])", error_model="numpy",',
+    "      nogil=True, parallel=True)",
+    "def mvp(trans, m, n, a, lda, x, y):",
+    "    size = m if trans == 111 else n",
+    "    parts = max(1, min(thread_count(), size // 64))",
+    "    for p in prange(parts):",
+    "        lo = p * size // parts",
+    "        hi = (p + 1) * size // parts",
+    "        if trans == 111:",
+    '            gemv_block("symjac_cblas_dgemv", trans, hi - lo, n, a.ctypes.data + lo * lda * 8, lda, x.ctypes.data,',
+    "                       y.ctypes.data + lo * 8)",
+    "        else:",
+    '            gemv_block("symjac_cblas_dgemv", trans, m, hi - lo, a.ctypes.data + lo * 8, lda, x.ctypes.data,',
+    "                       y.ctypes.data + lo * 8)",
     "",
     "",
     "# (a big product in blocks of rows, one per thread, on the threads of the loops around it:",
@@ -1259,6 +1282,19 @@ def _blocks(rows: int, per: int) -> tuple[int, int]:
     if count > threads and rows // (-(-count // threads) * threads) >= BLOCK_LEAST_ROWS:
         count = -(-count // threads) * threads
     return -(-rows // count), count
+
+
+def _few_rows_usable() -> bool:
+    """Whether ``mmf`` (``jit/few_rows.py``) serves here: on machines with fused multiply-adds."""
+    global _FMA
+    if _FMA is None:
+        from .jit import few_rows
+
+        _FMA = few_rows.fused_multiply_add()
+    return _FMA
+
+
+_FMA: bool | None = None
 
 
 def _max_threads() -> int:

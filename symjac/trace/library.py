@@ -17,6 +17,7 @@ import sympy as sp
 from .._errors import ArgumentError, ArityError, ShapeError, UnsupportedOperationError
 from .._location import user_location
 from ..ir import graph as g
+from ..ir import tensor as t
 from . import arrayops as ops
 from .arrayops import elementwise, float_dtype
 from .composites import isnan_node
@@ -26,9 +27,20 @@ from .symarray import SymArray, as_elems, constant_value, from_object_array
 def _concrete(value, what: str):
     """A concrete value (constant traced arrays included), or an error naming ``what``."""
     node = None if isinstance(value, SymArray) else getattr(value, "node", None)
+    if node is not None:  # (the array tier's traced array)
+        if node.op == "const":
+            return node.param.value
+        if node.op == "fill":
+            return np.full(node.shape, node.param[0], dtype=node.dtype)
+        if not any(n.op == "input" for n in t.topo_order([node])):
+            raise UnsupportedOperationError(
+                f"{what}: expected a concrete value while tracing -> got an array the function computes from "
+                f"constants{user_location()}, which the array tier does not evaluate while tracing -> compute it "
+                "outside the function (a global or a closure), or leave the tier choice to symjac "
+                "(sj.set_tier('auto'), the default: the scalar tier evaluates it)."
+            )
     if isinstance(value, SymArray) or node is not None:
-        # (the array tier's traced array: a constant's node holds its value)
-        found = constant_value(value) if node is None else (node.param.value if node.op == "const" else None)
+        found = constant_value(value) if node is None else None
         if found is None:
             raise UnsupportedOperationError(
                 f"{what}: expected a concrete value while tracing -> got a value that depends on the traced "
@@ -205,7 +217,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         raise ArgumentError(f"np.linspace: expected a number of samples >= 0 -> got {num} -> pass num >= 0.")
     div = (num - 1) if endpoint else num
     lo, hi = ops.traced_operand(start), ops.traced_operand(stop)
-    dt = float_dtype(np.result_type(lo.dtype, hi.dtype))
+    # (Python numbers are weak, as NumPy's: np.linspace(0, x32, 4) is float32)
+    dt = float_dtype(np.result_type(*(v if type(v) in (int, float, bool) else w.dtype
+                                      for v, w in ((start, lo), (stop, hi)))))
     lo, hi = _as_float(lo, dt), _as_float(hi, dt)
     delta = np.subtract(hi, lo)
     steps = np.arange(num, dtype=dt).reshape((-1,) + (1,) * delta.ndim)
@@ -302,6 +316,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     with np.errstate(divide="ignore"):  # (NumPy: a warning, and inf/NaN, for fact <= 0)
         scale = np.true_divide(1, max(fact, 0))
     c = (dev @ dev.T) * scale
+    if c.dtype != x.dtype:  # (NumPy scales in place: float32 stays float32, scaled in float64)
+        c = c.astype(x.dtype)
     return np.squeeze(c)
 
 

@@ -128,7 +128,7 @@ class SymArray:
             if name is not None:
                 kwargs.pop("out", None)
                 kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
-                if kwargs["axis"] == 0 and inputs and np.ndim(inputs[0]) == 0:
+                if kwargs["axis"] in (0, -1) and inputs and np.ndim(inputs[0]) == 0:
                     kwargs["axis"] = None  # (NumPy's reduce of a 0-d array is its value)
                 return PRIMITIVES[name].build(*inputs, **kwargs)
         elif (ufunc, method) in UFUNC_METHODS:

@@ -143,7 +143,7 @@ class TArray:
                 raise _refuse(f"the ufunc {ufunc.__name__}")
             return elementwise(row.build, inputs, kwargs)
         if method == "reduce":
-            if kwargs.get("axis", 0) == 0 and inputs and np.ndim(inputs[0]) == 0:
+            if kwargs.get("axis", 0) in (0, -1) and inputs and np.ndim(inputs[0]) == 0:
                 kwargs["axis"] = None  # (NumPy's reduce of a 0-d array is its value)
             name = {"add": "sum", "maximum": "amax", "minimum": "amin"}.get(ufunc.__name__)
             if name is not None:
@@ -1168,7 +1168,14 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
     """The entries ``[i, i + offset]`` of two axes, as a last axis: an index renaming (``ab ->
     aa``) on a square pair without offset, else a gather of those positions."""
     x = _as_t(a)
+    if x.ndim < 2:
+        raise ValueError("diag requires an array of at least two dimensions")
+    for name, axis in (("axis1", axis1), ("axis2", axis2)):
+        if not -x.ndim <= operator.index(axis) < x.ndim:
+            raise np.exceptions.AxisError(axis, x.ndim, name)
     a1, a2 = axis1 % x.ndim, axis2 % x.ndim
+    if a1 == a2:
+        raise ValueError("axis1 and axis2 cannot be the same")
     n1, n2 = x.shape[a1], x.shape[a2]
     if offset or n1 != n2:
         offset = operator.index(offset)

@@ -2,7 +2,7 @@
 the NaN-ignoring reductions (np.nansum, np.nanmean, np.nanvar, np.nanstd, np.nanmax,
 np.nanmin), np.ptp,
 np.average, np.count_nonzero, np.all, np.any, np.polyval, np.kron, np.cross,
-np.ediff1d and np.vander.  np.gradient, np.cov, np.corrcoef and np.linspace (traced
+np.ediff1d, np.vander and np.interp.  np.gradient, np.cov, np.corrcoef and np.linspace (traced
 ends) are the scalar tier's builders (``library.py``), written as NumPy calls for both.
 
 Each does NumPy's own steps in NumPy's order (so its bits, up to the summation
@@ -17,6 +17,7 @@ import itertools
 
 import numpy as np
 
+from .._errors import ShapeError
 from ..ir import tensor as t
 from . import composites, library
 from .tensor import _BY_FUNC, TArray, _as_t, _refuse, _reshape, float_array
@@ -167,10 +168,44 @@ def vander(x, N=None, increasing=False):
     return np.stack(cols, axis=1) if cols else TArray(t.zeros((v.shape[0], 0), v.dtype))
 
 
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """np.interp with constant sample points ``xp`` (``x``, ``fp``, ``left``, ``right`` may be
+    traced): each point's interval found by counting the sample points at or below it (an
+    integer array computed at run time, Σ over the points inside), the neighbours gathered
+    there, NumPy's formula and its special cases as selects.  (The comparison is of every
+    point against every sample point: memory grows as their product.)"""
+    if period is not None:
+        raise _refuse("np.interp(period=...)")
+    xs = np.asarray(library._concrete(xp, "np.interp's sample points xp"), dtype=np.float64)
+    f = _as_t(fp).astype(np.float64) if _as_t(fp).dtype != np.float64 else _as_t(fp)
+    if xs.ndim != 1 or f.ndim != 1 or len(xs) != f.shape[0] or not len(xs):
+        raise ShapeError(
+            f"np.interp: expected 1-d xp and fp of one length >= 1 -> got shapes {xs.shape} and {f.shape} -> "
+            "pass one value per sample point.")
+    v = _as_t(x)
+    v = v if v.dtype == np.float64 else v.astype(np.float64)
+    lo = f[0] if left is None else left
+    hi = f[-1] if right is None else right
+    n = len(xs)
+    if n == 1:
+        return np.where(v < xs[0], lo, np.where(v > xs[0], hi, f[0]))
+    # j: xp[j] <= x < xp[j + 1] inside (0 .. n - 2; 0 for a NaN or a point before the first)
+    j = np.count_nonzero(v[..., None] >= xs[1:-1], axis=-1) if n > 2 else np.zeros(v.shape, np.intp)
+    xj, xj1 = _as_t(xs[:-1])[j], _as_t(xs[1:])[j]
+    fj, fj1 = f[:-1][j], f[1:][j]
+    slope = (fj1 - fj) / (xj1 - xj)
+    from_left = slope * (v - xj) + fj
+    from_right = slope * (v - xj1) + fj1
+    inside = np.where(np.isnan(from_left), np.where(np.isnan(from_right) & (fj == fj1), fj, from_right), from_left)
+    inside = np.where(v == xj, fj, inside)
+    return np.where(np.isnan(v), v, np.where(v < xs[0], lo, np.where(v > xs[-1], hi, np.where(
+        v == xs[-1], f[-1], inside))))
+
+
 _BY_FUNC.update({
     np.nansum: nansum, np.nanmean: nanmean, np.nanvar: nanvar, np.nanstd: nanstd, np.nanmax: _nan_extremum("nanmax", np.max, -np.inf),
     np.nanmin: _nan_extremum("nanmin", np.min, np.inf), np.ptp: ptp, np.average: composites.average,
     np.count_nonzero: count_nonzero, np.all: all_, np.any: any_, np.polyval: polyval, np.kron: kron,
     np.cross: cross, np.ediff1d: ediff1d, np.vander: vander, np.gradient: library.gradient, np.cov: library.cov,
-    np.corrcoef: library.corrcoef, np.linspace: library.linspace,
+    np.corrcoef: library.corrcoef, np.linspace: library.linspace, np.interp: interp,
 })

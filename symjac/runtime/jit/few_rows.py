@@ -28,6 +28,12 @@ from numba import types
 from numba.extending import intrinsic
 
 
+def fused_multiply_add() -> bool:
+    """Whether this machine multiplies and adds in one instruction: without it ``llvm.fma`` is
+    a libm call per entry and OpenBLAS serves (``whole.py`` asks before it writes ``mmf``)."""
+    return bool(llvm.get_host_cpu_features().get("fma"))
+
+
 def _lanes() -> int:
     """Doubles in a vector register of this machine (what the loop's vectors hold)."""
     features = llvm.get_host_cpu_features()
