@@ -51,6 +51,10 @@ CASES = {
     "interp_values_and_ends": lambda x: np.interp(np.concatenate([x[0] * 0.5 + 0.15, [-1.0, 2.0]]), [0.2, 0.6, 1.1],
                                                   x[1, :3], left=x[2, 0], right=-1.0),
     "interp_one_point": lambda x: np.interp(x, [0.8], [2.0]) * x,
+    # (np.piecewise: each function on the whole array, the last true condition choosing)
+    "piecewise_default": lambda x: np.piecewise(x, [x < 0.7, x > 1.1], [lambda v: v ** 2, np.sin, lambda v: 0.5 * v]),
+    "piecewise_values": lambda x: np.piecewise(x * 2.0, [x < 0.9, x > 0.6], [1.5, lambda v: v * v]) * x,
+    "piecewise_one_condition": lambda x: np.piecewise(x[0], x[0] > 0.8, [np.exp, lambda v: -v]),
 }
 
 
@@ -63,6 +67,8 @@ def test_library_functions_stay_on_the_array_tier(name):
         x = RNG.permutation(20).reshape(4, 5) * 0.05 + 0.3
     if name == "floor_divide_remainder":  # (steps at multiples of 0.3: finite differences must not cross one)
         x = np.floor(x / 0.3) * 0.3 + 0.15
+    if name.startswith(("interp", "piecewise")):  # (on a grid clear of the kinks and jumps, at 0.05 k)
+        x = RNG.permutation(20).reshape(4, 5) * 0.05 + 0.312
     stays_on_the_array_tier(CASES[name], x, specials={(1, 1): np.nan, (2, 4): np.inf})
 
 

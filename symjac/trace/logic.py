@@ -111,9 +111,11 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs)
 
 def piecewise(x, condlist, funclist, *args, **kw):
     """np.piecewise: each function evaluated on the whole array (traced values have no masks),
-    the first true condition choosing, as NumPy's; the default (one extra function) or 0 elsewhere."""
-    x = from_object_array(x)
-    if isinstance(condlist, (SymArray, np.ndarray)):  # NumPy: a vector is one condition, rows are several
+    the last true condition choosing, as NumPy's; the default (one extra function) or 0 elsewhere.
+    NumPy calls, for both tiers."""
+    x = ops.traced_operand(x)
+    if not isinstance(condlist, (list, tuple)) and hasattr(condlist, "ndim"):
+        # (an array of either tier or NumPy's: NumPy takes a vector as one condition, rows as several)
         condlist = [condlist] if condlist.ndim <= 1 else [condlist[i] for i in range(condlist.shape[0])]
     elif not isinstance(condlist, (list, tuple)):
         condlist = [condlist]
@@ -123,7 +125,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
             f"np.piecewise: expected {n} or {n + 1} functions for {n} conditions -> got {len(funclist)} -> "
             "give one function (or value) per condition, plus one for 'otherwise' if wanted."
         )
-    conds = [from_object_array(c) for c in condlist]
+    conds = [ops.traced_operand(c) for c in condlist]
     values = [f(x, *args, **kw) if callable(f) else f for f in funclist]
     # NumPy assigns in order (a later true condition wins) over zeros, or over the default where no
     # condition holds; the default first, then each condition, gives the same

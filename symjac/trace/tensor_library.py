@@ -2,8 +2,9 @@
 the NaN-ignoring reductions (np.nansum, np.nanmean, np.nanvar, np.nanstd, np.nanmax,
 np.nanmin), np.ptp,
 np.average, np.count_nonzero, np.all, np.any, np.polyval, np.kron, np.cross,
-np.ediff1d, np.vander and np.interp.  np.gradient, np.cov, np.corrcoef and np.linspace (traced
-ends) are the scalar tier's builders (``library.py``), written as NumPy calls for both.
+np.ediff1d, np.vander and np.interp.  np.gradient, np.cov, np.corrcoef, np.linspace (traced
+ends) and np.piecewise are the scalar tier's builders (``library.py``, ``logic.py``), written
+as NumPy calls for both.
 
 Each does NumPy's own steps in NumPy's order (so its bits, up to the summation
 order of sums), with the array tier's operations; their derivatives are those
@@ -19,7 +20,7 @@ import numpy as np
 
 from .._errors import ShapeError
 from ..ir import tensor as t
-from . import composites, library
+from . import composites, library, logic
 from .tensor import _BY_FUNC, TArray, _as_t, _refuse, _reshape, float_array
 
 
@@ -207,5 +208,5 @@ _BY_FUNC.update({
     np.nanmin: _nan_extremum("nanmin", np.min, np.inf), np.ptp: ptp, np.average: composites.average,
     np.count_nonzero: count_nonzero, np.all: all_, np.any: any_, np.polyval: polyval, np.kron: kron,
     np.cross: cross, np.ediff1d: ediff1d, np.vander: vander, np.gradient: library.gradient, np.cov: library.cov,
-    np.corrcoef: library.corrcoef, np.linspace: library.linspace, np.interp: interp,
+    np.corrcoef: library.corrcoef, np.linspace: library.linspace, np.interp: interp, np.piecewise: logic.piecewise,
 })
