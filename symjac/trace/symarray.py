@@ -127,9 +127,7 @@ class SymArray:
             )
             if name is not None:
                 kwargs.pop("out", None)
-                kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
-                if kwargs["axis"] in (0, -1) and inputs and np.ndim(inputs[0]) == 0:
-                    kwargs["axis"] = None  # (NumPy's reduce of a 0-d array is its value)
+                reduce_axis(inputs, kwargs)
                 return PRIMITIVES[name].build(*inputs, **kwargs)
         elif (ufunc, method) in UFUNC_METHODS:
             kwargs.pop("out", None)
@@ -431,6 +429,14 @@ SymArray.__neg__ = lambda self: UFUNCS[np.negative].build(self)
 SymArray.__pos__ = lambda self: self
 SymArray.__abs__ = lambda self: UFUNCS[np.absolute].build(self)
 SymArray.__invert__ = lambda self: UFUNCS[np.invert].build(self)
+
+
+def reduce_axis(inputs, kwargs: dict) -> None:
+    """A ufunc's ``reduce`` axis in ``kwargs`` as NumPy reads it (both tiers): axis 0 unless
+    told otherwise; along 0 or -1, a 0-d array's reduce is its value (axis None)."""
+    kwargs.setdefault("axis", 0)
+    if kwargs["axis"] in (0, -1) and inputs and np.ndim(inputs[0]) == 0:
+        kwargs["axis"] = None
 
 
 def add_ufunc_methods(names: list[str]) -> None:

@@ -35,7 +35,8 @@ from . import (
     primitives,  # noqa: F401 (fills the scalar tier's rows, which element functions are built by)
     scans,
 )
-from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row, _matrix_transpose, store_error
+from .arrayops import normalize_axes
+from .symarray import FUNCTIONS, UFUNCS, SymArray, _late_row, _matrix_transpose, reduce_axis, store_error
 
 
 class NotArrayTraceable(UnsupportedOperationError):
@@ -143,11 +144,9 @@ class TArray:
                 raise _refuse(f"the ufunc {ufunc.__name__}")
             return elementwise(row.build, inputs, kwargs)
         if method == "reduce":
-            if kwargs.get("axis", 0) in (0, -1) and inputs and np.ndim(inputs[0]) == 0:
-                kwargs["axis"] = None  # (NumPy's reduce of a 0-d array is its value)
+            reduce_axis(inputs, kwargs)
             name = {"add": "sum", "maximum": "amax", "minimum": "amin"}.get(ufunc.__name__)
             if name is not None:
-                kwargs.setdefault("axis", 0)  # (a ufunc reduces along axis 0 unless told otherwise)
                 return FUNCTIONS_T[name](*inputs, **kwargs)
         scan = scans.ufunc_method(ufunc, method, _refuse)
         if scan is not None:
@@ -1170,10 +1169,7 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
     x = _as_t(a)
     if x.ndim < 2:
         raise ValueError("diag requires an array of at least two dimensions")
-    for name, axis in (("axis1", axis1), ("axis2", axis2)):
-        if not -x.ndim <= operator.index(axis) < x.ndim:
-            raise np.exceptions.AxisError(axis, x.ndim, name)
-    a1, a2 = axis1 % x.ndim, axis2 % x.ndim
+    a1, a2 = normalize_axes((axis1, axis2), x.ndim)
     if a1 == a2:
         raise ValueError("axis1 and axis2 cannot be the same")
     n1, n2 = x.shape[a1], x.shape[a2]
